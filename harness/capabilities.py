@@ -1,0 +1,144 @@
+"""Capability probe: which native ops really run here, found by running tiny real ops.
+
+Each probe executes a small operation with a known exact answer on the platform's device
+and checks the answer; an op that raises or computes a wrong result is "not available",
+with the reason recorded. Results are cached per process and device. An expectations
+table says what each architecture *should* have, so a kernel that silently disappears
+from a platform is reported (and fails `suites/test_platform.py`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from harness.formats import encode, get_format
+from harness.platform import PlatformInfo
+
+Probe = Callable[[torch.device], None]
+PROBES: dict[str, Probe] = {}
+
+
+def probe(name: str) -> Callable[[Probe], Probe]:
+    """Register a probe: a function that runs a tiny op and raises unless it is right."""
+
+    def register(fn: Probe) -> Probe:
+        if name in PROBES:
+            raise ValueError(f"capability probe {name!r} registered twice")
+        PROBES[name] = fn
+        return fn
+
+    return register
+
+
+@dataclass(frozen=True)
+class Capability:
+    name: str
+    available: bool
+    detail: str  # "ok" or the reason it is unavailable
+
+
+@functools.cache
+def probe_all(device: str) -> dict[str, Capability]:
+    """Run every registered probe once on ``device`` ("cpu" or "cuda")."""
+    results: dict[str, Capability] = {}
+    for name, fn in sorted(PROBES.items()):
+        try:
+            fn(torch.device(device))
+        except Exception as exc:  # a probe's whole job is to turn failures into data
+            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            results[name] = Capability(name, False, reason.strip())
+        else:
+            results[name] = Capability(name, True, "ok")
+    return results
+
+
+def capabilities(platform: PlatformInfo) -> dict[str, Capability]:
+    return probe_all(str(platform.torch_device))
+
+
+def has(platform: PlatformInfo, name: str) -> bool:
+    if name not in PROBES:
+        raise KeyError(f"unknown capability {name!r}; known: {sorted(PROBES)}")
+    return capabilities(platform)[name].available
+
+
+def why_not(platform: PlatformInfo, name: str) -> str:
+    cap = capabilities(platform)[name]
+    return f"probe {name} on {platform.device}/{platform.arch}: {cap.detail}"
+
+
+# What each architecture is expected to have. The probe is the truth; this table exists so
+# that a capability disappearing from a platform fails a test instead of turning into skips.
+_FP8_FN_MM = frozenset({"scaled_mm.tensorwise.e4m3fn", "scaled_mm.rowwise.e4m3fn"})
+_FP8_FNUZ_MM = frozenset({"scaled_mm.tensorwise.e4m3fnuz", "scaled_mm.rowwise.e4m3fnuz"})
+EXPECTED: dict[str, frozenset[str]] = {
+    # torch >= 2.13 CPU builds run both FP8 flavours tensor-wise and row-wise.
+    "cpu": _FP8_FN_MM | _FP8_FNUZ_MM | {"scaled_mm.fp32_out_bias"},
+    "sm_89": _FP8_FN_MM,
+    "sm_90": _FP8_FN_MM,
+    "sm_100": _FP8_FN_MM,
+    "gfx942": _FP8_FNUZ_MM,
+    "gfx950": _FP8_FN_MM,
+}
+
+
+def expected(platform: PlatformInfo) -> frozenset[str]:
+    key = "cpu" if platform.device == "cpu" else platform.arch
+    return EXPECTED.get(key, frozenset())
+
+
+# ---------------------------------------------------------------------------- probes
+_PROBE_A = (torch.arange(16 * 32).reshape(16, 32) % 5 - 2).float()
+_PROBE_B_T = (torch.arange(16 * 32).reshape(16, 32) % 3 - 1).float()
+# Small integers: every product and sum is exact, so the answer is known independently of torch.
+_PROBE_PRODUCT = _PROBE_A @ _PROBE_B_T.t()
+
+
+def _fp8_operands(fmt_name: str, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """A (16x32) and B (32x16, column-major) holding the small integers above."""
+    fmt = get_format(fmt_name)
+    dtype = fmt.to_torch_dtype()
+    a = encode(_PROBE_A, fmt).view(dtype).to(device)
+    b_t = encode(_PROBE_B_T, fmt).view(dtype).to(device)  # (N, K) row-major == (K, N) col-major
+    return a, b_t.t()
+
+
+def _check(out: torch.Tensor, expected_out: torch.Tensor) -> None:
+    if not torch.equal(out.float().cpu(), expected_out.float().cpu()):
+        err = (out.float().cpu() - expected_out.float().cpu()).abs().max().item()
+        raise AssertionError(f"wrong result (max abs error {err})")
+
+
+def _register_scaled_mm_probes(fmt_name: str) -> None:
+    @probe(f"scaled_mm.tensorwise.{fmt_name}")
+    def tensorwise(device: torch.device) -> None:
+        a, b = _fp8_operands(fmt_name, device)
+        one = torch.tensor(0.5, device=device)
+        two = torch.tensor(2.0, device=device)
+        out = torch._scaled_mm(a, b, scale_a=one, scale_b=two, out_dtype=torch.bfloat16)
+        _check(out, _PROBE_PRODUCT)
+
+    @probe(f"scaled_mm.rowwise.{fmt_name}")
+    def rowwise(device: torch.device) -> None:
+        a, b = _fp8_operands(fmt_name, device)
+        sa = torch.full((a.shape[0], 1), 0.5, device=device)
+        sb = torch.full((1, b.shape[1]), 2.0, device=device)
+        out = torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+        _check(out, _PROBE_PRODUCT)
+
+
+for _fmt in ("e4m3fn", "e4m3fnuz"):
+    _register_scaled_mm_probes(_fmt)
+
+
+@probe("scaled_mm.fp32_out_bias")
+def _fp32_out_bias(device: torch.device) -> None:
+    a, b = _fp8_operands("e4m3fn", device)
+    one = torch.tensor(1.0, device=device)
+    bias = torch.full((b.shape[1],), 0.25, device=device)
+    out = torch._scaled_mm(a, b, scale_a=one, scale_b=one, bias=bias, out_dtype=torch.float32)
+    _check(out, _PROBE_PRODUCT + 0.25)

@@ -1,0 +1,56 @@
+"""The path protocol: one way of executing a quantized linear layer on a platform."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import torch
+
+from harness.platform import PlatformInfo
+from harness.quantize import QuantizedLinear
+from harness.schemes import Scheme
+
+
+@dataclass(frozen=True)
+class LinearProblem:
+    """The shape and options of one linear call: y[M, N] = x[M, K] @ W[N, K]^T (+ bias)."""
+
+    m: int
+    n: int
+    k: int
+    bias: bool
+    out_dtype: torch.dtype
+
+
+@dataclass(frozen=True)
+class Support:
+    """Whether a path can run a problem, and if not, why (shown as the skip reason)."""
+
+    ok: bool
+    reason: str = ""
+
+    @classmethod
+    def yes(cls) -> Support:
+        return cls(True)
+
+    @classmethod
+    def no(cls, reason: str) -> Support:
+        return cls(False, reason)
+
+
+@runtime_checkable
+class LinearPath(Protocol):
+    """What a path provides. Register built-ins in harness.paths, others by entry point."""
+
+    name: str
+
+    def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
+        """Say whether this path can run the problem here; the reason is reported."""
+        ...
+
+    def forward(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
+    ) -> torch.Tensor:
+        """Compute x @ W^T + bias in ``out_dtype`` from the loaded (quantized) layer."""
+        ...

@@ -1,0 +1,30 @@
+"""The emulated path: dequantize, compute in float32, add bias, round once to the output."""
+
+from __future__ import annotations
+
+import torch
+
+from harness.paths.base import LinearProblem, Support
+from harness.platform import PlatformInfo
+from harness.quantize import QuantizedLinear, quantize_activation
+from harness.schemes import Scheme
+
+
+class EmulatedPath:
+    """Runs every scheme anywhere: the high-precision model of what kernels should compute."""
+
+    name = "emulated"
+
+    def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
+        return Support.yes()
+
+    def forward(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
+    ) -> torch.Tensor:
+        w = layer.weight.dequantize()
+        xq = quantize_activation(x, layer.scheme, layer.input_scale)
+        a = x.float() if xq is None else xq.dequantize()
+        y = a @ w.t()
+        if layer.bias is not None:
+            y = y + layer.bias.float()
+        return y.to(out_dtype)

@@ -1,0 +1,164 @@
+"""The qharness pytest plugin (entry point ``pytest11: qharness``).
+
+Gives suites their fixtures (platform, golden store, result recording), records one result
+per test (case fields, outcome, skip reason, metrics) and writes them, merged across
+pytest-xdist workers, to the results file named by ``--qharness-results``. Skips are
+counted by reason in the terminal summary, so nothing is skipped unseen.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+RECORD_KEY = "qharness"
+CASE_KEY = "qharness_case"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("qharness", "quantized-inference correctness harness")
+    group.addoption(
+        "--qharness-results",
+        metavar="PATH",
+        default=None,
+        help="write one JSON record per test (merged across xdist workers) to PATH",
+    )
+    group.addoption(
+        "--qharness-golden",
+        metavar="DIR",
+        default=None,
+        help="golden store directory (default: <rootdir>/golden)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # xdist workers ship reports to the controller
+        config.pluginmanager.register(ResultRecorder(config), "qharness-recorder")
+    config.addinivalue_line(
+        "markers", "qharness_suite(name): a correctness suite whose results are recorded"
+    )
+
+
+# ------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="session")
+def qh_platform() -> Any:
+    """The detected platform (`harness.platform.PlatformInfo`)."""
+    from harness.platform import detect
+
+    return detect()
+
+
+@pytest.fixture(scope="session")
+def golden_store(pytestconfig: pytest.Config) -> Any:
+    """The golden store (`harness.golden.GoldenStore`), read-only during tests."""
+    from harness.golden import GoldenStore
+
+    root = pytestconfig.getoption("--qharness-golden") or pytestconfig.rootpath / "golden"
+    return GoldenStore(Path(root))
+
+
+@pytest.fixture
+def record_result(request: pytest.FixtureRequest) -> Callable[..., None]:
+    """Call ``record_result(name=value, ...)`` to put metrics in this test's result record."""
+    metrics: dict[str, Any] = {}
+    request.node.user_properties.append((RECORD_KEY, metrics))
+
+    def record(**values: Any) -> None:
+        metrics.update(values)
+
+    return record
+
+
+# -------------------------------------------------------------------- recording
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Attach the case's fields (if its parameter provides them) to every report."""
+    callspec = getattr(item, "callspec", None)
+    fields: dict[str, Any] = {}
+    if callspec is not None:
+        for value in callspec.params.values():
+            describe = getattr(value, "record_fields", None)
+            if callable(describe):
+                fields.update(describe())
+    item.user_properties.append((CASE_KEY, fields))
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+def _failure_message(report: pytest.TestReport) -> str:
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", None)
+    return str(message if message is not None else report.longrepr).strip()[:2000]
+
+
+class ResultRecorder:
+    """Collects one record per test on the controller and writes the results file."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.records: dict[str, dict[str, Any]] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        existing = self.records.get(report.nodeid)
+        if report.when == "teardown":
+            if report.failed and existing is not None:
+                existing["outcome"] = "error"
+                existing["reason"] = _failure_message(report)
+            return
+        if report.when == "setup" and report.passed:
+            return
+        outcome: str
+        if report.when == "call":
+            outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
+        else:
+            outcome = "skipped" if report.skipped else "error"
+        props: dict[str, Any] = dict(report.user_properties)
+        reason = None
+        if outcome == "skipped":
+            reason = _skip_reason(report)
+        elif outcome in ("failed", "error"):
+            reason = _failure_message(report)
+        self.records[report.nodeid] = {
+            "nodeid": report.nodeid,
+            **props.get(CASE_KEY, {}),
+            "outcome": outcome,
+            "reason": reason,
+            "duration_s": round(report.duration, 6),
+            "metrics": props.get(RECORD_KEY, {}),
+        }
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        path = self.config.getoption("--qharness-results")
+        if path is None:
+            return
+        from harness.results import write_results
+
+        write_results(Path(path), list(self.records.values()), exitstatus=int(exitstatus))
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        skipped = Counter(r["reason"] for r in self.records.values() if r["outcome"] == "skipped")
+        if skipped:
+            terminalreporter.section("qharness: skips by reason")
+            for reason, count in skipped.most_common():
+                terminalreporter.write_line(f"{count:5d}  {reason}")
+        path = self.config.getoption("--qharness-results")
+        if path:
+            terminalreporter.write_line(f"qharness results: {path}")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    from harness.platform import detect
+
+    info = detect()
+    return [
+        f"qharness: platform {info.device}/{info.arch} ({info.name}), torch {info.torch_version}"
+    ]

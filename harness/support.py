@@ -1,0 +1,41 @@
+"""Which path runs which scheme on this platform, and why not: the support matrix.
+
+Answers come from each path's ``supports`` (which consults the capability probe) for a
+representative problem, so ``python -m harness platform`` shows the same decisions the
+suites make. A scheme no non-emulated path supports is "emulated-only", with the reasons.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from harness.paths import LinearProblem, linear_paths
+from harness.platform import PlatformInfo
+from harness.schemes import SCHEMES
+
+REPRESENTATIVE_PROBLEM = LinearProblem(m=32, n=64, k=256, bias=True, out_dtype=torch.bfloat16)
+
+
+def support_matrix(
+    platform: PlatformInfo, problem: LinearProblem = REPRESENTATIVE_PROBLEM
+) -> dict[str, dict[str, Any]]:
+    matrix: dict[str, dict[str, Any]] = {}
+    for name in sorted(SCHEMES):
+        row: dict[str, Any] = {}
+        for path_name, path in linear_paths().items():
+            s = path.supports(SCHEMES[name], problem, platform)
+            row[path_name] = {"supported": s.ok, "reason": s.reason or None}
+        matrix[name] = row
+    return matrix
+
+
+def emulated_only(platform: PlatformInfo) -> dict[str, list[str]]:
+    """Schemes that no path other than `emulated` can run here, with each path's reason."""
+    out: dict[str, list[str]] = {}
+    for scheme, row in support_matrix(platform).items():
+        others = {p: s for p, s in row.items() if p != "emulated"}
+        if others and not any(s["supported"] for s in others.values()):
+            out[scheme] = [f"{p}: {s['reason']}" for p, s in others.items()]
+    return out

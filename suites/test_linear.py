@@ -1,0 +1,115 @@
+"""Linear layers: every scheme x path x shape x bias x output dtype, against the goldens."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from harness.cases import LinearCase, QuantizeCase, linear_cases, load_linear_case, quantize_cases
+from harness.compare import bit_mismatches, dot_error_bound, rounding_bound, sqnr_db, within_bound
+from harness.golden import GoldenError
+from harness.paths import get_path
+from harness.quantize import quantize, quantize_activation
+from harness.schemes import get_scheme
+
+
+def _golden(golden_store: Any, entry: str) -> Any:
+    try:
+        return golden_store.load(entry)
+    except GoldenError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.mark.parametrize("case", list(quantize_cases()), ids=lambda c: c.id)
+def test_quantize_matches_golden(case: QuantizeCase, golden_store: Any, qh_platform: Any) -> None:
+    """The reference quantizer reproduces the golden codes and scales bit for bit, on device."""
+    scheme = get_scheme(case.scheme)
+    data = _golden(golden_store, f"linear/{case.scheme}")
+    loaded = load_linear_case(data, case.scheme, case.shape, bias=True)
+    device = qh_platform.torch_device
+    w = quantize(loaded.inputs["w"].to(device), scheme.weight)
+    assert bit_mismatches(w.codes, loaded.layer.weight.codes) == 0, "weight codes differ"
+    assert bit_mismatches(w.scale, loaded.layer.weight.scale) == 0, "weight scales differ"
+    xq = quantize_activation(loaded.x.to(device), scheme, loaded.layer.input_scale)
+    key = "x".join(map(str, case.shape))
+    if xq is not None:
+        assert bit_mismatches(xq.codes, data.tensors[f"{key}.x_codes"]) == 0, "activation codes"
+        assert bit_mismatches(xq.scale, data.tensors[f"{key}.x_scale"]) == 0, "activation scales"
+
+
+def _run(case: LinearCase, layer: Any, x: torch.Tensor, path_name: str) -> torch.Tensor:
+    path = get_path(path_name)
+    dtype = case.problem.out_dtype
+    try:
+        y = path.forward(layer, x, dtype)
+    except Exception as exc:
+        pytest.fail(
+            f"path {path_name!r} raised on {case.id}: {type(exc).__name__}: {exc}", pytrace=False
+        )
+    if y.shape != (case.shape[0], case.shape[1]) or y.dtype != dtype:
+        pytest.fail(
+            f"path {path_name!r} returned {tuple(y.shape)} {y.dtype}, "
+            f"expected {(case.shape[0], case.shape[1])} {dtype}",
+            pytrace=False,
+        )
+    return y
+
+
+@pytest.mark.parametrize("case", list(linear_cases()), ids=lambda c: c.id)
+def test_linear(case: LinearCase, golden_store: Any, qh_platform: Any, record_result: Any) -> None:
+    scheme = get_scheme(case.scheme)
+    support = get_path(case.path).supports(scheme, case.problem, qh_platform)
+    if not support.ok:
+        pytest.skip(support.reason)
+    data = _golden(golden_store, f"linear/{case.scheme}")
+    loaded = load_linear_case(data, case.scheme, case.shape, case.bias)
+    device = qh_platform.torch_device
+    layer, x = loaded.layer.to(device), loaded.x.to(device)
+    out_dtype = case.problem.out_dtype
+    k = case.shape[2]
+
+    y = _run(case, layer, x, case.path).cpu()
+    assert bool(torch.isfinite(y).all()), f"{int((~torch.isfinite(y)).sum())} non-finite outputs"
+
+    # Reference: golden float64 product of the dequantized operands, plus the bias.
+    bias = loaded.inputs["bias"].double() if case.bias else torch.zeros(case.shape[1]).double()
+    reference = loaded.y_ref.double() + bias
+    xq = quantize_activation(loaded.x, scheme, loaded.layer.input_scale)
+    a = loaded.x if xq is None else xq.dequantize()
+    abs_product = a.double().abs() @ loaded.layer.weight.dequantize().double().abs().t()
+    abs_product = abs_product + bias.abs()
+
+    # Bound: float32 accumulation over K products and the bias (Higham gamma_{K+1}), plus
+    # the golden's float32 storage (u_f32 |y|), plus at most two roundings to the output
+    # dtype (a kernel may round before and after its bias epilogue).
+    bound = (
+        dot_error_bound(abs_product, k, torch.float32)
+        + rounding_bound(reference, torch.float32)
+        + rounding_bound(reference, out_dtype, roundings=2)
+    )
+    vs_golden = within_bound(y, reference, bound)
+    metrics: dict[str, Any] = {
+        "max_abs_err_vs_golden": vs_golden.max_abs_error,
+        "worst_error_to_bound": vs_golden.worst_ratio,
+    }
+    assert vs_golden.ok, f"{case.path} vs golden reference: {vs_golden.describe()}"
+
+    if case.path != "emulated":
+        # Same quantized operands through the emulated path: both sides within the bound
+        # above of the exact result, so they differ by at most twice that bound.
+        y_emulated = get_path("emulated").forward(layer, x, out_dtype).cpu()
+        vs_emulated = within_bound(y, y_emulated, 2 * bound)
+        metrics["worst_error_to_bound_vs_emulated"] = vs_emulated.worst_ratio
+        assert vs_emulated.ok, f"{case.path} vs emulated: {vs_emulated.describe()}"
+
+    # Quantization quality: SQNR of the output vs the unquantized float64 product.
+    exact = loaded.x.double() @ loaded.inputs["w"].double().t() + bias
+    sqnr = sqnr_db(exact, y)
+    metrics["sqnr_db"] = sqnr
+    metrics["sqnr_floor_db"] = scheme.sqnr_floor_db
+    record_result(**metrics)
+    assert sqnr >= scheme.sqnr_floor_db, (
+        f"SQNR {sqnr:.1f} dB below the floor {scheme.sqnr_floor_db} dB for {case.scheme}"
+    )
