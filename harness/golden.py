@@ -19,7 +19,7 @@ import importlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,9 +177,18 @@ class Change:
 class GoldenStore:
     """Read, verify, refresh and check the committed golden tensors."""
 
-    def __init__(self, root: Path | str = DEFAULT_ROOT) -> None:
+    def __init__(
+        self,
+        root: Path | str = DEFAULT_ROOT,
+        entry_builders: dict[str, tuple[Builder, str]] | None = None,
+    ) -> None:
+        """``entry_builders`` replaces the registered builders (used by self-tests)."""
         self.root = Path(root)
+        self._builders = entry_builders
         self._cache: dict[str, GoldenData] = {}
+
+    def builders(self) -> dict[str, tuple[Builder, str]]:
+        return builders() if self._builders is None else dict(sorted(self._builders.items()))
 
     @property
     def manifest_path(self) -> Path:
@@ -227,7 +236,7 @@ class GoldenStore:
     # -- writing
     def refresh(self, only: str | None = None, log: Callable[[str], None] = print) -> list[Change]:
         """Recompute entries (all, or those matching the glob ``only``) and write changes."""
-        all_builders = builders()
+        all_builders = self.builders()
         selected = [e for e in all_builders if only is None or fnmatch.fnmatch(e, only)]
         if not selected:
             raise GoldenError(
@@ -321,7 +330,7 @@ class GoldenStore:
         except GoldenError as exc:
             return [str(exc)]
         recorded = manifest["entries"]
-        all_builders = builders()
+        all_builders = self.builders()
         wanted = [e for e in all_builders if only is None or fnmatch.fnmatch(e, only)]
         for entry in sorted(set(recorded) - set(all_builders)):
             problems.append(f"{entry}: in the manifest but no builder produces it (orphaned)")
@@ -353,10 +362,3 @@ def _write_synced(path: Path, raw: bytes) -> None:
         fh.write(raw)
         fh.flush()
         os.fsync(fh.fileno())
-
-
-def entry_names(patterns: Iterable[str] | None = None) -> list[str]:
-    names = list(builders())
-    if patterns is None:
-        return names
-    return [n for n in names if any(fnmatch.fnmatch(n, p) for p in patterns)]

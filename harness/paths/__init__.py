@@ -1,7 +1,7 @@
 """Registry of execution paths: built-ins plus those other packages register.
 
 Another package adds a path through the ``qharness.paths`` entry-point group; the entry
-point names either a path object or a zero-argument callable returning one. Every
+point names a path object, a path class, or a zero-argument callable returning a path. Every
 registered path is parametrized into the suites exactly like the built-ins.
 """
 
@@ -39,7 +39,10 @@ def _load_entry_point_paths() -> list[LinearPath]:
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         try:
             obj = ep.load()
-            path = obj() if callable(obj) and not isinstance(obj, LinearPath) else obj
+            is_factory = isinstance(obj, type) or (
+                callable(obj) and not isinstance(obj, LinearPath)
+            )
+            path = obj() if is_factory else obj
         except Exception as exc:
             raise PluginError(
                 f"entry point {ep.name!r} ({ep.value}) in group {ENTRY_POINT_GROUP} failed to "

@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 
 from harness.paths.base import LinearProblem, Support
 from harness.platform import PlatformInfo
 from harness.quantize import QuantizedLinear, quantize_activation
 from harness.schemes import Scheme
+
+
+@contextmanager
+def full_fp32_matmul() -> Iterator[None]:
+    """Float32 matmuls in full float32: TF32 (10-bit mantissa) would break the error bounds."""
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 class EmulatedPath:
@@ -24,7 +38,8 @@ class EmulatedPath:
         w = layer.weight.dequantize()
         xq = quantize_activation(x, layer.scheme, layer.input_scale)
         a = x.float() if xq is None else xq.dequantize()
-        y = a @ w.t()
+        with full_fp32_matmul():
+            y = a @ w.t()
         if layer.bias is not None:
             y = y + layer.bias.float()
         return y.to(out_dtype)

@@ -59,6 +59,16 @@ class NativeScaledMMPath:
 
     name = "native"
 
+    @property
+    def uses_capabilities(self) -> frozenset[str]:
+        """Every probed capability this path can dispatch to (checked by the platform suite)."""
+        used = {"scaled_mm.fp32_out_bias"}
+        for scheme_name, mode in SCALED_MM_SCHEMES.items():
+            from harness.schemes import get_scheme
+
+            used.add(f"scaled_mm.{mode}.{get_scheme(scheme_name).weight.format}")
+        return frozenset(used)
+
     def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
         mode = SCALED_MM_SCHEMES.get(scheme.name)
         if mode is None:

@@ -1,0 +1,29 @@
+"""Helpers shared by the harness self-tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m harness ARGS`` in a subprocess from the repository root."""
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+    )
+
+
+@pytest.fixture
+def cli():
+    return run_cli

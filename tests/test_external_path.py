@@ -1,0 +1,166 @@
+"""A path registered by another installed package is picked up and parametrized like ours.
+
+The test installs a tiny distribution into a temporary directory (a ``*.dist-info`` with an
+``entry_points.txt``), puts it on PYTHONPATH and runs pytest on the linear suite in a
+subprocess, exactly as another repository would.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+PATH_MODULE = '''
+import torch
+from harness.paths.base import Support
+from harness.paths.emulated import EmulatedPath
+
+
+class GoodPath(EmulatedPath):
+    """A correct third-party path: the emulated computation under another name."""
+
+    name = "vendor_good"
+
+
+class DroppedBiasPath(EmulatedPath):
+    """A wrong third-party kernel: forgets the bias."""
+
+    name = "vendor_nobias"
+
+    def forward(self, layer, x, out_dtype):
+        layer = type(layer)(layer.scheme, layer.weight, layer.input_scale, None)
+        return super().forward(layer, x, out_dtype)
+
+
+class RaisingPath(EmulatedPath):
+    name = "vendor_raises"
+
+    def forward(self, layer, x, out_dtype):
+        raise RuntimeError("kernel launch failed")
+
+
+class PickyPath(EmulatedPath):
+    name = "vendor_picky"
+
+    def supports(self, scheme, problem, platform):
+        return Support.no("vendor_picky: only M >= 16") if problem.m < 16 else Support.yes()
+'''
+
+
+def _install_fake_distribution(root: Path, entry_points: str) -> None:
+    (root / "vendor_paths.py").write_text(PATH_MODULE)
+    dist = root / "vendor_paths-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vendor-paths\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(textwrap.dedent(entry_points))
+
+
+def _pytest(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+
+
+@pytest.fixture
+def vendor(tmp_path: Path) -> Path:
+    _install_fake_distribution(
+        tmp_path,
+        """
+        [qharness.paths]
+        good = vendor_paths:GoodPath
+        nobias = vendor_paths:DroppedBiasPath
+        raises = vendor_paths:RaisingPath
+        picky = vendor_paths:PickyPath
+        """,
+    )
+    return tmp_path
+
+
+def test_external_paths_are_parametrized_like_builtins(vendor: Path) -> None:
+    result = _pytest(vendor, "suites/test_linear.py", "--collect-only", "-q")
+    assert result.returncode == 0, result.stdout + result.stderr
+    ids = result.stdout
+    for name in ("vendor_good", "vendor_nobias", "vendor_raises", "vendor_picky", "native"):
+        assert f"test_linear[fp8_per_tensor-{name}-32x64x256-bias-bf16]" in ids
+
+
+def test_external_paths_run_and_wrong_ones_fail_clearly(vendor: Path, tmp_path: Path) -> None:
+    results = tmp_path / "results.json"
+    result = _pytest(
+        vendor,
+        "suites/test_linear.py",
+        "-k",
+        "vendor and 32x64x256 and bf16",
+        f"--qharness-results={results}",
+        "-q",
+    )
+    out = result.stdout
+    assert result.returncode == 1, out
+    assert "test_linear[fp8_per_tensor-vendor_good-32x64x256-bias-bf16] PASSED" not in out
+    import json
+
+    records = {
+        r["nodeid"].split("[")[1].rstrip("]"): r for r in json.loads(results.read_text())["records"]
+    }
+    assert records["fp8_per_tensor-vendor_good-32x64x256-bias-bf16"]["outcome"] == "passed"
+    assert records["fp8_per_tensor-vendor_good-32x64x256-nobias-bf16"]["outcome"] == "passed"
+    # A dropped bias is caught against the golden reference ...
+    dropped = records["fp8_per_tensor-vendor_nobias-32x64x256-bias-bf16"]
+    assert dropped["outcome"] == "failed"
+    assert "vs golden reference" in dropped["reason"]
+    # ... and is harmless (so it passes) when the layer has no bias.
+    assert records["fp8_per_tensor-vendor_nobias-32x64x256-nobias-bf16"]["outcome"] == "passed"
+    raised = records["fp8_per_tensor-vendor_raises-32x64x256-bias-bf16"]
+    assert raised["outcome"] == "failed"
+    assert "path 'vendor_raises' raised" in raised["reason"]
+    assert "kernel launch failed" in raised["reason"]
+    picky = records["fp8_per_tensor-vendor_picky-32x64x256-bias-bf16"]
+    assert picky["outcome"] == "passed"
+
+
+def test_unsupported_external_case_is_a_counted_skip_with_its_reason(
+    vendor: Path, tmp_path: Path
+) -> None:
+    results = tmp_path / "results.json"
+    result = _pytest(
+        vendor,
+        "suites/test_linear.py",
+        "-k",
+        "vendor_picky and 1x64x256",
+        f"--qharness-results={results}",
+        "-q",
+    )
+    assert result.returncode == 0, result.stdout
+    assert "qharness: skips by reason" in result.stdout
+    assert "vendor_picky: only M >= 16" in result.stdout
+    import json
+
+    summary = json.loads(results.read_text())["summary"]
+    assert summary["skip_reasons"] == {"vendor_picky: only M >= 16": 6}
+
+
+def test_a_broken_entry_point_is_one_clear_error(tmp_path: Path) -> None:
+    _install_fake_distribution(
+        tmp_path,
+        """
+        [qharness.paths]
+        broken = vendor_paths:DoesNotExist
+        """,
+    )
+    result = _pytest(tmp_path, "suites/test_linear.py", "--collect-only", "-q")
+    assert result.returncode != 0
+    assert "entry point 'broken'" in result.stdout + result.stderr
+    assert "qharness.paths" in result.stdout + result.stderr
