@@ -131,9 +131,11 @@ def cmd_golden(args: argparse.Namespace) -> int:
 
 # -------------------------------------------------------------------------- run
 def _xdist_workers(requested: str) -> list[str]:
+    """pytest arguments for ``requested`` workers; benchmarks need a serial run, so they are
+    switched off under xdist (run them with `pytest benchmarks --benchmark-only`)."""
     if requested == "0":
         return []
-    return ["-n", requested]
+    return ["-n", requested, "-p", "no:benchmark"]
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -91,10 +91,14 @@ def render_report(
     lines += ["", f"## Skips ({len(skipped)}), by reason", ""]
     for reason, count in skipped["reason"].value_counts().items():
         lines.append(f"- {count} x {reason}")
+    if skipped.empty:
+        lines.append("none")
     bad = df[df["outcome"].isin(["failed", "error"])]
     lines += ["", f"## Failures ({len(bad)})", ""]
     for _, row in bad.head(max_rows).iterrows():
         lines.append(f"- {row['nodeid']}: {row['reason']}")
+    if bad.empty:
+        lines.append("none")
     if len(bad) > max_rows:
         lines.append(f"- ... and {len(bad) - max_rows} more")
     sq = df.dropna(subset=["sqnr_db"])
