@@ -38,9 +38,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # xdist workers ship reports to the controller
         config.pluginmanager.register(ResultRecorder(config), "qharness-recorder")
-    config.addinivalue_line(
-        "markers", "qharness_suite(name): a correctness suite whose results are recorded"
-    )
 
 
 # ------------------------------------------------------------------------- fixtures

@@ -1,0 +1,80 @@
+"""The pytest plugin as another repository sees it: fixtures, records, xdist merging."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+OTHER_REPO_TEST = """
+import pytest
+
+
+class Case:
+    def __init__(self, n):
+        self.n = n
+
+    def record_fields(self):
+        return {"suite": "other", "scheme": f"s{self.n}", "path": "p"}
+
+
+@pytest.mark.parametrize("case", [Case(n) for n in range(6)], ids=lambda c: f"c{c.n}")
+def test_uses_fixtures(case, qh_platform, golden_store, record_result):
+    assert qh_platform.device in ("cpu", "cuda", "rocm")
+    record_result(value=case.n * 10)
+    if case.n == 4:
+        pytest.skip("case 4 needs an op this platform lacks")
+    assert case.n != 5, "case 5 is wrong on purpose"
+"""
+
+
+def _run_other_repo(tmp_path: Path, *args: str) -> tuple[int, dict]:
+    (tmp_path / "test_other.py").write_text(textwrap.dedent(OTHER_REPO_TEST))
+    results = tmp_path / "results.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--qharness-results={results}",
+            *args,
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=600,
+    )
+    assert results.exists(), proc.stdout + proc.stderr
+    return proc.returncode, json.loads(results.read_text())
+
+
+def _check(doc: dict) -> None:
+    records = {r["nodeid"].split("[")[1].rstrip("]"): r for r in doc["records"]}
+    assert sorted(records) == [f"c{n}" for n in range(6)]
+    assert records["c1"]["outcome"] == "passed"
+    assert records["c1"]["metrics"] == {"value": 10}
+    assert records["c1"]["scheme"] == "s1"
+    assert records["c4"]["outcome"] == "skipped"
+    assert records["c4"]["reason"] == "case 4 needs an op this platform lacks"
+    assert records["c5"]["outcome"] == "failed"
+    assert "case 5 is wrong on purpose" in records["c5"]["reason"]
+    assert doc["summary"]["outcomes"] == {"failed": 1, "passed": 4, "skipped": 1}
+
+
+def test_fixtures_and_records_in_another_repository(tmp_path: Path) -> None:
+    status, doc = _run_other_repo(tmp_path)
+    assert status == 1
+    _check(doc)
+
+
+def test_records_from_xdist_workers_are_merged(tmp_path: Path) -> None:
+    status, doc = _run_other_repo(tmp_path, "-n", "2", "-p", "no:benchmark")
+    assert status == 1
+    _check(doc)
