@@ -187,11 +187,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------- selftest
 def cmd_selftest(args: argparse.Namespace) -> int:
-    """Lint, type-check, then the self-tests and suites; the first failure stops it."""
+    """Lint, type-check, golden integrity, then self-tests and suites; first failure stops it."""
     steps: list[tuple[str, list[str]]] = [
         ("ruff check", [sys.executable, "-m", "ruff", "check", "."]),
         ("ruff format", [sys.executable, "-m", "ruff", "format", "--check", "."]),
         ("mypy", [sys.executable, "-m", "mypy"]),
+        ("golden check", [sys.executable, "-m", "harness", "golden", "check"]),
         (
             "pytest",
             [

@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load as st_load
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save as st_save
 
 import harness
@@ -88,14 +87,13 @@ def _serialize(data: GoldenData) -> bytes:
     return bytes(st_save(tensors, metadata=metadata))
 
 
-def _deserialize(raw: bytes, where: str) -> GoldenData:
+def _deserialize(path: Path) -> GoldenData:
     try:
-        tensors = st_load(raw)
-        header_len = int.from_bytes(raw[:8], "little")
-        header = json.loads(raw[8 : 8 + header_len])
-        reference_keys = set(json.loads(header.get("__metadata__", {})["reference_keys"]))
-    except (SafetensorError, ValueError, KeyError, json.JSONDecodeError) as exc:
-        raise GoldenError(f"{where} is not a readable golden file ({exc})") from exc
+        with safe_open(str(path), framework="pt") as f:
+            reference_keys = set(json.loads((f.metadata() or {})["reference_keys"]))
+            tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - not a dict
+    except (SafetensorError, OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
+        raise GoldenError(f"{path} is not a readable golden file ({exc})") from exc
     return GoldenData(
         exact={k: v for k, v in tensors.items() if k not in reference_keys},
         reference={k: v for k, v in tensors.items() if k in reference_keys},
@@ -229,7 +227,7 @@ class GoldenStore:
                 f"{path} does not match its manifest sha256 (corrupted or edited by hand); "
                 f"restore it from git, or regenerate it with: {refresh_command(entry)}"
             )
-        data = _deserialize(raw, str(path))
+        data = _deserialize(path)
         self._cache[entry] = data
         return data
 
@@ -282,7 +280,7 @@ class GoldenStore:
         if not path.exists():
             return None
         try:
-            return _deserialize(path.read_bytes(), str(path))
+            return _deserialize(path)
         except GoldenError:
             return None  # a corrupted file is replaced like a missing one
 
