@@ -32,7 +32,7 @@ from harness.transforms import (
     LoadState,
     Transform,
     contiguous_kernel_layout,
-    conversion_for,
+    conversion_problem,
     merge_input_scales,
     normalize_to_platform_fp8,
     requantize_with_max_scale,
@@ -64,11 +64,9 @@ class Loader:
                 f"loader {self.name}: reads {sorted(LOADABLE_FAMILIES)} schemes, "
                 f"not {scheme.family} ({scheme.name})"
             )
-        if conversion_for(scheme.weight.format, target_format) is None:
-            return Support.no(
-                f"loader {self.name}: no exact conversion of {scheme.weight.format} "
-                f"checkpoints to {target_format} platforms (see docs/LOADING.md)"
-            )
+        problem = conversion_problem(scheme, target_format)
+        if problem is not None:
+            return Support.no(f"loader {self.name}: {problem} (see docs/LOADING.md)")
         return Support.yes()
 
     def load(self, ckpt: LinearCheckpoint, target_format: str) -> LoadedLayer:

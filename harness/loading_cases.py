@@ -142,7 +142,8 @@ def expected_runtime_weight(ckpt: LinearCheckpoint) -> torch.Tensor:
     spec = ckpt.scheme.weight
     parts = []
     per_tensor_fused = spec.block == (WHOLE, WHOLE) and ckpt.fused
-    top = max(float(s.weight_scale) for s in ckpt.shards if s.weight_scale is not None)
+    scales = [s.weight_scale for s in ckpt.shards if s.weight_scale is not None]
+    top = max(float(s) for s in scales) if per_tensor_fused else 0.0
     for i, shard in enumerate(ckpt.shards):
         if shard.width == 0:
             parts.append(torch.zeros(0, shard.weight.shape[1]))

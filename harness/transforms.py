@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from harness.formats import decode
+from harness.formats import decode, get_format
 from harness.quantize import quantize, scale_grid
 from harness.schemes import WHOLE, QuantSpec, Scheme
 
@@ -63,13 +63,56 @@ def loaded_slots(slots: torch.Tensor) -> torch.Tensor:
 
 
 # ----------------------------------------------------------- FP8 flavour conversion
-def _halved_clamp_spec(spec: QuantSpec, fmt: str) -> QuantSpec:
-    """The same quantizer in ``fmt`` whose codes mean half as much (fn -> fnuz).
+# The same e4m3 bits mean twice as much in e4m3fn (bias 7) as in e4m3fnuz (bias 8), except
+# the codes one flavour spends on NaN: 0x7F/0xFF (fn NaN, fnuz +-240) and 0x80 (fn -0,
+# fnuz NaN). Converting a code keeps its value when the scale moves by the same factor.
+E4M3FN_PER_E4M3FNUZ = 2.0  # value of a code in e4m3fn / its value in e4m3fnuz
+FNUZ_240_CODES = (0x7F, 0xFF)  # +-240 in e4m3fnuz; NaN in e4m3fn
 
-    Saturation moves with the values: a bound of qmax in e4m3fn is qmax/2 in e4m3fnuz
-    (448 -> 224), so out-of-range values saturate to the same real number in both flavours.
+
+def _moved_spec(spec: QuantSpec, fmt: str, factor: float) -> QuantSpec:
+    """The same quantizer in ``fmt``, whose codes mean ``factor`` times as much.
+
+    Saturation moves with the values (448 in e4m3fn is 224 in e4m3fnuz and back), so an
+    out-of-range value saturates to the same real number in both flavours and dynamic
+    scales (amax / bound) move by exactly the scale factor.
     """
-    return replace(spec, format=fmt, clamp_max=spec.qmax / 2)
+    bound = spec.qmax * factor
+    return replace(
+        spec, format=fmt, clamp_max=None if bound == get_format(fmt).max_finite else bound
+    )
+
+
+def _reinterpret(state: LoadState, codes: torch.Tensor, fmt: str, factor: float) -> LoadState:
+    """Relabel ``codes`` as ``fmt`` (each code worth ``factor`` times as much): scales and
+    the runtime scheme's bounds move by 1/factor and factor, so every value is kept."""
+    act = state.scheme.activation
+    scheme = replace(
+        state.scheme,
+        weight=_moved_spec(state.scheme.weight, fmt, factor),
+        activation=None if act is None else _moved_spec(act, fmt, factor),
+    )
+    inputs = state.input_scale
+    return replace(
+        state,
+        scheme=scheme,
+        codes=codes,
+        weight_scale=_scale_loaded(state.weight_scale, 1 / factor),
+        input_scale=None if inputs is None else _scale_loaded(inputs, 1 / factor),
+    )
+
+
+def _scale_loaded(scale: torch.Tensor, factor: float) -> torch.Tensor:
+    """Multiply loaded scales by a power of two (exact); unloaded slots keep their value."""
+    return torch.where(loaded_slots(scale), scale * factor, scale)
+
+
+def _require_format(state: LoadState, fmt: str, step: str) -> None:
+    if state.scheme.weight.format != fmt:
+        raise LoadError(
+            f"{step}: weight codes are {state.scheme.weight.format}, not {fmt} (applied "
+            "twice, or to a checkpoint in another format?)"
+        )
 
 
 def normalize_e4m3fn_to_e4m3fnuz(state: LoadState) -> LoadState:
@@ -78,63 +121,73 @@ def normalize_e4m3fn_to_e4m3fnuz(state: LoadState) -> LoadState:
     The same bits decode to half the value in e4m3fnuz (bias 8 vs 7), so weight and input
     scales are doubled; 0x80 is -0 in e4m3fn but NaN in e4m3fnuz, so it becomes 0x00 first.
     Every other finite e4m3fn code keeps its meaning (NaN codes are rejected at reading).
-    Activations of the runtime scheme switch to e4m3fnuz with the halved saturation bound,
-    so a static or dynamic activation scale quantizes to the same real values as before.
+    Activations of the runtime scheme switch to e4m3fnuz with the halved saturation bound
+    (448 -> 224), so static and dynamic activation scales give the same real values.
     """
-    if state.scheme.weight.format != "e4m3fn":
+    _require_format(state, "e4m3fn", "normalize_e4m3fn_to_e4m3fnuz")
+    codes = torch.where(state.codes == NEGATIVE_ZERO_CODE, 0, state.codes).to(torch.uint8)
+    return _reinterpret(state, codes, "e4m3fnuz", 1 / E4M3FN_PER_E4M3FNUZ)
+
+
+def normalize_e4m3fnuz_to_e4m3fn(state: LoadState) -> LoadState:
+    """Turn e4m3fnuz codes into e4m3fn codes (an e4m3fnuz checkpoint on an e4m3fn GPU).
+
+    The reverse of `normalize_e4m3fn_to_e4m3fnuz`: codes mean twice as much, scales halve.
+    Exact only for checkpoints that saturate at 224: e4m3fnuz's 240 (0x7F) would be 480 at
+    half the scale, beyond e4m3fn's 448, and is NaN in e4m3fn. Such codes are refused
+    (`conversion_problem` refuses schemes that may produce them).
+    """
+    _require_format(state, "e4m3fnuz", "normalize_e4m3fnuz_to_e4m3fn")
+    n_240 = int(sum(int((state.codes == c).sum()) for c in FNUZ_240_CODES))
+    if n_240:
         raise LoadError(
-            f"normalize_e4m3fn_to_e4m3fnuz: weight codes are {state.scheme.weight.format}, "
-            "not e4m3fn (applied twice, or to a checkpoint in another format?)"
+            f"normalize_e4m3fnuz_to_e4m3fn: {n_240} weight codes are +-240 (0x7F/0xFF), which "
+            "have no e4m3fn image at half the scale; load this checkpoint on an e4m3fnuz "
+            "platform or requantize it with a 224 bound"
         )
-    codes = torch.where(
-        state.codes == NEGATIVE_ZERO_CODE, torch.zeros_like(state.codes), state.codes
-    )
-    act = state.scheme.activation
-    scheme = replace(
-        state.scheme,
-        weight=_halved_clamp_spec(state.scheme.weight, "e4m3fnuz"),
-        activation=None if act is None else _halved_clamp_spec(act, "e4m3fnuz"),
-    )
-    return replace(
-        state,
-        scheme=scheme,
-        codes=codes,
-        weight_scale=_double_loaded(state.weight_scale),
-        input_scale=None if state.input_scale is None else _double_loaded(state.input_scale),
-    )
-
-
-def _double_loaded(scale: torch.Tensor) -> torch.Tensor:
-    """Double loaded scales; unloaded slots keep their sentinel (exact: a power of two)."""
-    return torch.where(loaded_slots(scale), scale * 2, scale)
+    return _reinterpret(state, state.codes, "e4m3fn", E4M3FN_PER_E4M3FNUZ)
 
 
 def _identity(state: LoadState) -> LoadState:
     return state
 
 
-# (checkpoint weight format, platform format) -> conversion. A missing pair is unsupported:
-# e4m3fnuz -> e4m3fn has no exact form (fnuz 0x7F = 240 would be 480 at half the scale,
-# beyond e4m3fn's 448), so no engine step exists for it and loaders refuse it.
-FLAVOUR_CONVERSIONS: dict[tuple[str, str], Transform] = {
-    ("e4m3fn", "e4m3fn"): _identity,
-    ("e4m3fnuz", "e4m3fnuz"): _identity,
-    ("e4m3fn", "e4m3fnuz"): normalize_e4m3fn_to_e4m3fnuz,
+# (checkpoint weight format, platform format) -> exact conversion of the codes.
+FLAVOUR_CONVERSIONS: dict[tuple[str, str], tuple[Transform, float]] = {
+    ("e4m3fn", "e4m3fn"): (_identity, 1.0),
+    ("e4m3fnuz", "e4m3fnuz"): (_identity, 1.0),
+    ("e4m3fn", "e4m3fnuz"): (normalize_e4m3fn_to_e4m3fnuz, 1 / E4M3FN_PER_E4M3FNUZ),
+    ("e4m3fnuz", "e4m3fn"): (normalize_e4m3fnuz_to_e4m3fn, E4M3FN_PER_E4M3FNUZ),
 }
 
 
-def conversion_for(weight_format: str, target_format: str) -> Transform | None:
-    return FLAVOUR_CONVERSIONS.get((weight_format, target_format))
+def conversion_problem(scheme: Scheme, target_format: str) -> str | None:
+    """Why ``scheme`` checkpoints cannot be converted exactly to ``target_format`` (or None).
+
+    A conversion multiplies the saturation bounds by the code value factor; the moved bound
+    must be a value of the target format (240 * 2 = 480 is not an e4m3fn value).
+    """
+    entry = FLAVOUR_CONVERSIONS.get((scheme.weight.format, target_format))
+    if entry is None:
+        return f"no conversion of {scheme.weight.format} checkpoints to {target_format}"
+    _, factor = entry
+    target_max = get_format(target_format).max_finite
+    for role, spec in (("weight", scheme.weight), ("activation", scheme.activation)):
+        if spec is not None and spec.qmax * factor > target_max:
+            return (
+                f"{scheme.name}: {role} saturates at {spec.qmax:g} {spec.format}, which is "
+                f"{spec.qmax * factor:g} in {target_format}, beyond its {target_max:g}; no exact "
+                "conversion"
+            )
+    return None
 
 
 def normalize_to_platform_fp8(state: LoadState) -> LoadState:
     """Bring the codes into the platform's FP8 flavour (a table lookup; identity if equal)."""
-    convert = conversion_for(state.scheme.weight.format, state.target_format)
-    if convert is None:
-        raise LoadError(
-            f"normalize_to_platform_fp8: no conversion from {state.scheme.weight.format} "
-            f"checkpoints to {state.target_format} platforms"
-        )
+    problem = conversion_problem(state.scheme, state.target_format)
+    if problem is not None:
+        raise LoadError(f"normalize_to_platform_fp8: {problem}")
+    convert, _ = FLAVOUR_CONVERSIONS[(state.scheme.weight.format, state.target_format)]
     return convert(state)
 
 
@@ -145,8 +198,10 @@ def requantize_with_max_scale(state: LoadState) -> LoadState:
     Kernels take one per-tensor scale, but each shard of a fused QKV or gate/up layer was
     quantized with its own. Each shard is dequantized with its own scale and requantized
     with the max, in the codes' current format (so this commutes with flavour conversion).
-    A shard whose scale equals the max keeps its codes bit for bit; the others lose bits
-    (a larger scale means a coarser grid). Zero-width shards are skipped. Slots never
+    A shard whose scale equals the max keeps its values bit for bit; the others lose bits
+    (a larger scale means a coarser grid). Every zero is stored as +0, the zero code both
+    flavours share, so the result does not depend on whether a flavour conversion ran
+    before or after. Zero-width shards are skipped. Slots never
     loaded are excluded from the max and their shards flagged in ``unloaded`` (their codes
     become 0: there is no scale to read them with). Other granularities pass through.
     """
@@ -169,19 +224,26 @@ def requantize_with_max_scale(state: LoadState) -> LoadState:
     parts = []
     for i, width in enumerate(state.widths):
         codes = state.codes[starts[i] : starts[i + 1]]
-        if width == 0 or (bool(loaded[i]) and bool(slots[i] == max_scale)):
-            parts.append(codes)
-        elif i in flagged:
+        if i in flagged:
             parts.append(torch.zeros_like(codes))
+        elif width == 0 or bool(slots[i] == max_scale):
+            parts.append(_positive_zeros(codes, spec.format))
         else:
             values = decode(codes, spec.format) * slots[i]
-            parts.append(quantize(values, spec, grid).codes)
+            parts.append(_positive_zeros(quantize(values, spec, grid).codes, spec.format))
     return replace(
         state,
         codes=torch.cat(parts, dim=0),
         weight_scale=max_scale.reshape(1),
         unloaded=tuple(sorted(set(state.unloaded) | set(flagged))),
     )
+
+
+def _positive_zeros(codes: torch.Tensor, fmt: str) -> torch.Tensor:
+    """-0 codes (0x80 where it means -0) replaced by +0 (0x00); other codes unchanged."""
+    if float(decode(torch.tensor([NEGATIVE_ZERO_CODE], dtype=torch.uint8), fmt)) != 0:
+        return codes  # 0x80 is not a zero in this format (e4m3fnuz: NaN, never produced)
+    return torch.where(codes == NEGATIVE_ZERO_CODE, 0, codes).to(torch.uint8)
 
 
 def merge_input_scales(state: LoadState) -> LoadState:

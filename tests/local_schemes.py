@@ -32,7 +32,14 @@ LOCAL_SCHEMES: tuple[Scheme, ...] = (
         name="local_fp8_per_tensor_fnuz",
         weight=QuantSpec("e4m3fnuz", clamp_max=224),
         activation=QuantSpec("e4m3fnuz", clamp_max=224),
-        description="test-local: e4m3fnuz twin of fp8_per_tensor",
+        description="test-local: e4m3fnuz twin of fp8_per_tensor, saturating at 224",
+    ),
+    replace(
+        _BASE,
+        name="local_fp8_per_channel_fnuz240",
+        weight=QuantSpec("e4m3fnuz", block=(1, None)),
+        activation=QuantSpec("e4m3fnuz", block=(1, None), dynamic=True),
+        description="test-local: e4m3fnuz per-channel, saturating at 240 (no exact fn form)",
     ),
 )
 

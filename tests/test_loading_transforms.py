@@ -20,6 +20,7 @@ from harness.transforms import (
     from_blocked_scale_layout,
     merge_input_scales,
     normalize_e4m3fn_to_e4m3fnuz,
+    normalize_e4m3fnuz_to_e4m3fn,
     requantize_with_max_scale,
     scales_to_tile_grid,
     to_blocked_scale_layout,
@@ -70,6 +71,19 @@ def test_normalize_keeps_every_value_and_zeroes_negative_zero() -> None:
     assert torch.equal(out.codes[untouched], codes[untouched])
 
 
+def test_fnuz_to_fn_is_the_exact_inverse_and_refuses_240() -> None:
+    state = _state(_all_codes(32), [0.375, 3.0e-3], (16, 16))
+    there = normalize_e4m3fn_to_e4m3fnuz(state)
+    back = normalize_e4m3fnuz_to_e4m3fn(there)
+    assert back.scheme == state.scheme
+    assert torch.equal(back.weight_scale, state.weight_scale)
+    assert torch.equal(_values(back), _values(state))
+    assert torch.equal(back.codes, there.codes)  # same bits, -0 already gone
+    with_240 = replace(there, codes=torch.full_like(there.codes, 0x7F))
+    with pytest.raises(LoadError, match="240"):
+        normalize_e4m3fnuz_to_e4m3fn(with_240)
+
+
 def test_normalize_twice_is_refused() -> None:
     state = normalize_e4m3fn_to_e4m3fnuz(_state(_all_codes(8), [1.0], (8,)))
     with pytest.raises(LoadError, match="not e4m3fn"):
@@ -95,7 +109,9 @@ def test_requantize_excludes_and_flags_unloaded_slots(sentinel: float) -> None:
     out = requantize_with_max_scale(state)
     assert out.weight_scale.tolist() == [0.5]
     assert out.unloaded == (1,)
-    assert torch.equal(out.codes[:16], codes[:16]), "the max-scale shard keeps its codes"
+    kept = codes[:16] != 0x80
+    assert torch.equal(out.codes[:16][kept], codes[:16][kept]), "the max shard keeps its codes"
+    assert not bool((out.codes == 0x80).any()), "zeros are stored as +0"
     # 0.125 / 0.5 is a power of two: requantization is exact unless it underflows below
     # e4m3fn's smallest normal 2^-6, where bits are lost (within one step of the grid).
     expected = decode(codes[16:], "e4m3fn") * 0.125
@@ -193,16 +209,21 @@ def test_every_granularity_and_flavour_loads_correctly(monkeypatch: pytest.Monke
     """Per-channel, per-block and e4m3fnuz schemes (test-local) through both loaders."""
     reference = loaders()["fp8"]
     checked = 0
-    for scheme in register_local_schemes(monkeypatch):
+    refused: set[tuple[str, str]] = set()
+    schemes = register_local_schemes(monkeypatch)
+    for scheme in schemes:
         for case in CASES:
             ckpt, _ = build_case_checkpoint(scheme, case.name)
             for flavour in FLAVOURS:
                 for loader in loaders().values():
                     if not loader.supports(ckpt.scheme, flavour).ok:
+                        refused.add((scheme, flavour))
                         with pytest.raises(LoadError, match="no exact conversion"):
                             loader.load(ckpt, flavour)
                         continue
                     problems = check_loader(loader, ckpt, flavour, reference)
                     assert not problems, f"{scheme}/{case.name}/{flavour}: {problems}"
                     checked += 1
-    assert checked >= 4 * 4 * 2 * 2 - 4 * 2  # all but fnuz->fn of the fnuz twin
+    # Only the 240-saturating e4m3fnuz scheme has no exact e4m3fn form.
+    assert refused == {("local_fp8_per_channel_fnuz240", "e4m3fn")}
+    assert checked == (len(schemes) * 2 - 1) * len(CASES) * len(loaders())
