@@ -11,14 +11,15 @@ while they are alive and are reported as ``m.retained_bytes``.
   which counts other processes and the allocator's cache.
 - CPU, where torch keeps no allocator statistics: `StorageTracker`, a dispatch mode that sees
   every op, records the storage of each tensor an op returns that is new (not a view, alias,
-  in-place or ``out=`` result of an argument), and frees it through a weakref finalizer on the
-  untyped storage, so views and aliases sharing a storage are counted once. Exact for every
+  in-place or ``out=`` result of an argument), and frees it through a weak-reference callback
+  on the untyped storage, so views and aliases sharing a storage are counted once. Exact for every
   storage an op returns (margin 0); it cannot see scratch buffers a kernel allocates and frees
   inside one op, nor memory allocated on other threads or outside torch (``from_numpy``).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import weakref
@@ -29,7 +30,6 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
 from harness.platform import PlatformInfo
 
@@ -85,16 +85,26 @@ def _exact_size(nbytes: int) -> int:
     return nbytes
 
 
-def _storages(values: Any) -> dict[int, torch.UntypedStorage]:
-    """Untyped storages of the strided, non-meta tensors in a pytree, by storage identity."""
+def _tensors(values: Any) -> Iterator[torch.Tensor]:
+    """Tensors in an op's arguments or results: aten signatures nest them at most in
+    lists/tuples (``Tensor[]``, ``Tensor?[]``) and kwargs, so no general pytree walk is needed."""
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            yield value
+        elif isinstance(value, (list, tuple)):
+            yield from _tensors(value)
+        elif isinstance(value, dict):
+            yield from _tensors(value.values())
+
+
+def _storages(values: Any, device_type: str | None) -> dict[int, torch.UntypedStorage]:
+    """Untyped storages of the strided tensors in ``values`` on ``device_type`` (any device
+    but meta when None), by storage identity."""
     found: dict[int, torch.UntypedStorage] = {}
-    for leaf in tree_leaves(values):
-        if (
-            isinstance(leaf, torch.Tensor)
-            and leaf.layout == torch.strided
-            and leaf.device.type != "meta"
-        ):
-            storage = leaf.untyped_storage()
+    for t in _tensors(values):
+        on_device = t.device.type == device_type if device_type else t.device.type != "meta"
+        if t.layout == torch.strided and on_device:
+            storage = t.untyped_storage()
             found[storage._cdata] = storage
     return found
 
@@ -108,17 +118,21 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
     too-small tensor, ``resize_``) is reallocated: the new size is allocated while the old is
     still alive, then the old is freed. ``size_of`` maps a storage's byte count to what the
     allocator accounts (identity on CPU, `cuda_allocator_size` to compare with CUDA).
-    Works for tensors on any device; only ops on the thread that entered the mode are seen.
+    Works for tensors on any device (``device_type`` restricts it to one); only ops on the
+    thread that entered the mode are seen.
     """
 
-    def __init__(self, size_of: Callable[[int], int] = _exact_size) -> None:
+    def __init__(
+        self, size_of: Callable[[int], int] = _exact_size, device_type: str | None = None
+    ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.size_of = size_of
+        self.device_type = device_type  # count only storages on this device type (None: all)
         self.live_bytes = 0
         self.peak_bytes = 0
         self.allocations = 0
         self._sizes: dict[int, int] = {}  # storage id -> accounted bytes, for tracked storages
-        self._finalizers: dict[int, weakref.finalize[Any, Any]] = {}
+        self._refs: dict[int, weakref.ref[torch.UntypedStorage]] = {}  # callbacks free
         self._lock = threading.Lock()  # finalizers may run on the garbage collector's thread
         self._open = False
 
@@ -131,9 +145,7 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         super().__exit__(*exc)  # type: ignore[no-untyped-call]
         with self._lock:
             self._open = False
-            for fin in self._finalizers.values():
-                fin.detach()
-            self._finalizers.clear()
+            self._refs.clear()  # dropping the weak references drops their callbacks
 
     @property
     def retained_bytes(self) -> int:
@@ -148,11 +160,11 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
-        inputs = _storages((args, kwargs))
+        inputs = _storages((args, kwargs), self.device_type)
         before = {key: storage.nbytes() for key, storage in inputs.items()}
         out = func(*args, **kwargs)
         fresh_alias = func in _FRESH_ALIAS_OPS
-        for key, storage in _storages(out).items():
+        for key, storage in _storages((out,), self.device_type).items():
             if key in self._sizes:
                 self._resized(key, storage)
             elif key in inputs and not fresh_alias:
@@ -173,7 +185,7 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
 
     def _track(self, key: int, storage: torch.UntypedStorage, nbytes: int) -> None:
         self._sizes[key] = nbytes
-        self._finalizers[key] = weakref.finalize(storage, self._free, key)
+        self._refs[key] = weakref.ref(storage, functools.partial(self._freed, key))
 
     def _resized(self, key: int, storage: torch.UntypedStorage) -> None:
         new = self.size_of(storage.nbytes())
@@ -187,12 +199,12 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
             self.live_bytes -= old
             self._sizes[key] = new
 
-    def _free(self, key: int) -> None:
+    def _freed(self, key: int, _ref: object) -> None:
         with self._lock:
             if not self._open:
                 return
             self.live_bytes -= self._sizes.pop(key, 0)
-            self._finalizers.pop(key, None)
+            self._refs.pop(key, None)
 
 
 # Only one measured region at a time per process: the CUDA peak statistic is global, and
@@ -234,7 +246,7 @@ def _measure_cuda(result: PeakMeasurement) -> Iterator[None]:
 
 @contextmanager
 def _measure_cpu(result: PeakMeasurement) -> Iterator[None]:
-    tracker = StorageTracker()
+    tracker = StorageTracker(device_type="cpu")
     try:
         with tracker:
             yield

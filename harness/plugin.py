@@ -80,7 +80,15 @@ def measure_memory(qh_platform: Any, record_result: Callable[..., None]) -> Call
     and records ``peak_bytes`` (and the method) in this test's result record."""
     from contextlib import contextmanager
 
+    import torch
+
+    from harness.formats import FORMATS, decode, encode
     from harness.memory import measure_peak
+
+    # Codec tables are built once per process on first use; build them now so a test's peak
+    # does not depend on which test ran first in its worker.
+    for fmt in FORMATS.values():
+        decode(encode(torch.ones(1), fmt), fmt)
 
     @contextmanager
     def measure() -> Any:

@@ -189,6 +189,17 @@ def test_measurement_survives_an_exception() -> None:
     del kept
 
 
+def test_device_filter_counts_one_device_type() -> None:
+    with StorageTracker(device_type="meta") as meta_only:
+        torch.empty(100)  # CPU: not counted
+        kept = torch.empty(100, device="meta")  # 400 "bytes" on the meta device
+    assert meta_only.peak_bytes == 400
+    with StorageTracker() as default:
+        torch.empty(100, device="meta")  # meta tensors hold no memory: not counted
+    assert default.peak_bytes == 0
+    del kept
+
+
 def test_cuda_allocator_size_rounds_to_blocks() -> None:
     assert [cuda_allocator_size(n) for n in (0, 1, 512, 513, 4096)] == [0, 512, 512, 1024, 4096]
 
@@ -229,7 +240,11 @@ def test_tracker_matches_cuda_allocator(program: str) -> None:
     assert platform.is_cuda_alike
     run = _gpu_programs(platform.torch_device)[program]
     run()  # warm-up: cuBLAS keeps a workspace from its first GEMM on
-    with measure_peak(platform) as allocator, StorageTracker(cuda_allocator_size) as tracker:
+    device_type = platform.torch_device.type
+    with (
+        measure_peak(platform) as allocator,
+        StorageTracker(cuda_allocator_size, device_type) as tracker,
+    ):
         result = run()
     assert (tracker.peak_bytes, tracker.retained_bytes) == (
         allocator.peak_bytes,
