@@ -13,6 +13,7 @@ import torch
 from harness.budget import (
     HELD,
     IDEAL,
+    MEMORY_SHAPES,
     PACKED,
     check_forward_memory,
     forward_budget,
@@ -25,11 +26,6 @@ from harness.inputs import bias_vector, scaled_normal
 from harness.paths import LinearProblem, get_path, linear_paths
 from harness.quantize import quantize_linear
 from harness.schemes import SCHEMES, get_scheme
-
-# M x N x K with N much larger than M: the kernel budget (terms in M*K and M*N) must stay
-# below a bf16 copy of the weight (N*K*2), or the check could not see one. K and N are
-# multiples of 128, so every block-scaled scheme has whole weight tiles.
-MEMORY_SHAPES: tuple[tuple[int, int, int], ...] = ((1, 512, 256), (4, 1024, 512), (16, 2048, 256))
 
 
 @dataclass(frozen=True)

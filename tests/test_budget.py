@@ -13,6 +13,7 @@ import torch
 from harness.budget import (
     HELD,
     IDEAL,
+    MEMORY_SHAPES,
     PACKED,
     check_forward_memory,
     forward_budget,
@@ -25,9 +26,11 @@ from harness.inputs import bias_vector, scaled_normal
 from harness.paths import LinearProblem, get_path
 from harness.platform import PlatformInfo
 from harness.quantize import QuantizedLinear, QuantizedTensor, quantize, quantize_linear
-from harness.schemes import QuantSpec, Scheme, get_scheme
+from harness.schemes import SCHEMES, QuantSpec, Scheme, get_scheme
 
 CPU = PlatformInfo("cpu", "test", "test", torch.__version__, None, None)
+CUDA = PlatformInfo("cuda", "sm_90", "test", torch.__version__, "12.8", None)
+ROCM = PlatformInfo("rocm", "gfx942", "test", torch.__version__, None, "6.4")
 
 MXFP4 = QuantSpec("e2m1", block=(1, 32), scale_format="e8m0", scale_rounding="exact")
 MXFP6 = QuantSpec("e3m2", block=(1, 32), scale_format="e8m0", scale_rounding="exact")
@@ -45,9 +48,11 @@ SPECS = {
 }
 
 
-def _mx_scheme(name: str, spec: QuantSpec) -> Scheme:
-    activation = QuantSpec(spec.format, spec.block, spec.scale_format, "exact", dynamic=True)
-    return Scheme(name, "mx", spec, activation, sqnr_floor_db=0.0, description="test only")
+def _hand_scheme(name: str, spec: QuantSpec) -> Scheme:
+    """Weight ``spec``; activations per token in groups of the weight's block width."""
+    block = (1, spec.block[1])
+    activation = QuantSpec(spec.format, block, spec.scale_format, "exact", dynamic=True)
+    return Scheme(name, "test", spec, activation, sqnr_floor_db=0.0, description="test only")
 
 
 # ------------------------------------------------------------------ weight bytes
@@ -193,8 +198,8 @@ def test_emulated_allowance_is_explicit() -> None:
 @pytest.mark.parametrize("name", ["mxfp4", "mxfp6", "mxfp8", "fp8_block"])
 def test_emulated_budget_bounds_hand_made_schemes(name: str) -> None:
     """Schemes not registered yet still get a budget, and the emulated path keeps to it."""
-    scheme = _mx_scheme(name, SPECS[name])
-    m, n, k = 3, 256, 256  # 3 rows: a partial activation tile for 128-row blocks
+    scheme = _hand_scheme(name, SPECS[name])
+    m, n, k = 3, 200, 256  # 200 rows: a partial weight tile for 128-row blocks
     x = scaled_normal(f"budget/{name}/x", m, k, scheme.activation)
     w = scaled_normal(f"budget/{name}/w", n, k, scheme.weight)
     layer = quantize_linear(w, bias_vector(f"budget/{name}/bias", n), scheme)
@@ -202,3 +207,18 @@ def test_emulated_budget_bounds_hand_made_schemes(name: str) -> None:
     result = check_forward_memory(get_path("emulated"), layer, x, problem, CPU)
     assert result.ok, result.violations
     assert result.peak_bytes > 0
+
+
+@pytest.mark.parametrize("platform", [CPU, CUDA, ROCM], ids=["cpu", "cuda", "rocm"])
+def test_memory_shapes_can_show_a_weight_copy(platform: PlatformInfo) -> None:
+    """For every scheme (registered and hand-made), a kernel path's budget at the memory
+    suite's shapes is below a bf16 weight copy, allowances for the GPU allocator included."""
+    schemes = [*SCHEMES.values(), *(_hand_scheme(n, s) for n, s in SPECS.items())]
+    for scheme in schemes:
+        for m, n, k in MEMORY_SHAPES:
+            problem = LinearProblem(m, n, k, bias=True, out_dtype=torch.float32)
+            budget = forward_budget("any_kernel_path", scheme, problem, platform)
+            assert not budget.allows_full_precision_weight
+            assert budget.total < n * k * 2, f"{scheme.name} {m}x{n}x{k}: {budget.describe()}"
+    gpu_terms = {t.name for t in forward_budget("native", scheme, problem, platform).terms}
+    assert ("device_scratch" in gpu_terms) == platform.is_cuda_alike
