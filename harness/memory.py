@@ -133,7 +133,9 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.allocations = 0
         self._sizes: dict[int, int] = {}  # storage id -> accounted bytes, for tracked storages
         self._refs: dict[int, weakref.ref[torch.UntypedStorage]] = {}  # callbacks free
-        self._lock = threading.Lock()  # finalizers may run on the garbage collector's thread
+        # Weak-reference callbacks run whenever a storage dies, which the garbage collector
+        # may trigger on any thread, or on this one while the lock is held: reentrant.
+        self._lock = threading.RLock()
         self._open = False
 
     def __enter__(self) -> StorageTracker:

@@ -13,9 +13,7 @@ import torch
 from harness.budget import (
     HELD,
     IDEAL,
-    MEMORY_SHAPES,
     PACKED,
-    check_forward_memory,
     forward_budget,
     full_precision_weight_bytes,
     held_layer_bytes,
@@ -23,6 +21,7 @@ from harness.budget import (
     tensor_bytes,
 )
 from harness.inputs import bias_vector, scaled_normal
+from harness.memcheck import MEMORY_SHAPES, check_forward_memory
 from harness.paths import LinearProblem, get_path, linear_paths
 from harness.quantize import quantize_linear
 from harness.schemes import SCHEMES, get_scheme

@@ -13,9 +13,7 @@ import torch
 from harness.budget import (
     HELD,
     IDEAL,
-    MEMORY_SHAPES,
     PACKED,
-    check_forward_memory,
     forward_budget,
     held_layer_bytes,
     layer_bytes,
@@ -23,6 +21,7 @@ from harness.budget import (
 )
 from harness.formats import pack_fp4
 from harness.inputs import bias_vector, scaled_normal
+from harness.memcheck import MEMORY_SHAPES, check_forward_memory
 from harness.paths import LinearProblem, get_path
 from harness.platform import PlatformInfo
 from harness.quantize import QuantizedLinear, QuantizedTensor, quantize, quantize_linear
