@@ -70,6 +70,32 @@ def record_result(request: pytest.FixtureRequest) -> Callable[..., None]:
     return record
 
 
+# ------------------------------------------------------------------ peak memory
+@pytest.fixture
+def measure_memory(qh_platform: Any, record_result: Callable[..., None]) -> Callable[..., Any]:
+    """``with measure_memory() as m: ...`` measures peak bytes (`harness.memory.measure_peak`)
+    and records ``peak_bytes`` (and the method) in this test's result record."""
+    from contextlib import contextmanager
+
+    import torch
+
+    from harness.formats import FORMATS, decode, encode
+    from harness.memory import measure_peak
+
+    # Codec tables are built once per process on first use; build them now so a test's peak
+    # does not depend on which test ran first in its worker.
+    for fmt in FORMATS.values():
+        decode(encode(torch.ones(1), fmt), fmt)
+
+    @contextmanager
+    def measure() -> Any:
+        with measure_peak(qh_platform) as measurement:
+            yield measurement
+        record_result(**measurement.record_fields())
+
+    return measure
+
+
 # -------------------------------------------------------------------- recording
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -105,6 +105,10 @@ def render_report(
     if not sq.empty:
         lines += ["", "## Worst SQNR per scheme and path (dB)", ""]
         lines.append(sq.groupby(["scheme", "path"])["sqnr_db"].min().round(2).to_string())
+    peaks = df.dropna(subset=["peak_bytes"])
+    if not peaks.empty:
+        lines += ["", "## Largest peak memory per scheme and path (bytes)", ""]
+        lines.append(peaks.groupby(["scheme", "path"])["peak_bytes"].max().astype(int).to_string())
     if baseline is not None:
         found = regressions(results, baseline)
         lines += ["", f"## Regressions vs {baseline} ({len(found)})", ""]

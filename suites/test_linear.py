@@ -23,13 +23,17 @@ def _golden(golden_store: Any, entry: str) -> Any:
 
 
 @pytest.mark.parametrize("case", list(quantize_cases()), ids=lambda c: c.id)
-def test_quantize_matches_golden(case: QuantizeCase, golden_store: Any, qh_platform: Any) -> None:
+def test_quantize_matches_golden(
+    case: QuantizeCase, golden_store: Any, qh_platform: Any, measure_memory: Any
+) -> None:
     """The reference quantizer reproduces the golden codes and scales bit for bit, on device."""
     scheme = get_scheme(case.scheme)
     data = _golden(golden_store, f"linear/{case.scheme}")
     loaded = load_linear_case(data, case.scheme, case.shape, bias=True)
     device = qh_platform.torch_device
-    w = quantize(loaded.inputs["w"].to(device), scheme.weight)
+    w_in = loaded.inputs["w"].to(device)
+    with measure_memory():  # records peak_bytes of the reference quantizer
+        w = quantize(w_in, scheme.weight)
     assert bit_mismatches(w.codes, loaded.layer.weight.codes) == 0, "weight codes differ"
     assert bit_mismatches(w.scale, loaded.layer.weight.scale) == 0, "weight scales differ"
     xq = quantize_activation(loaded.x.to(device), scheme, loaded.layer.input_scale)
@@ -58,7 +62,13 @@ def _run(case: LinearCase, layer: Any, x: torch.Tensor, path_name: str) -> torch
 
 
 @pytest.mark.parametrize("case", list(linear_cases()), ids=lambda c: c.id)
-def test_linear(case: LinearCase, golden_store: Any, qh_platform: Any, record_result: Any) -> None:
+def test_linear(
+    case: LinearCase,
+    golden_store: Any,
+    qh_platform: Any,
+    record_result: Any,
+    measure_memory: Any,
+) -> None:
     scheme = get_scheme(case.scheme)
     support = get_path(case.path).supports(scheme, case.problem, qh_platform)
     if not support.ok:
@@ -70,7 +80,9 @@ def test_linear(case: LinearCase, golden_store: Any, qh_platform: Any, record_re
     out_dtype = case.problem.out_dtype
     k = case.shape[2]
 
-    y = _run(case, layer, x, case.path).cpu()
+    with measure_memory():  # records peak_bytes of the path's forward call
+        y = _run(case, layer, x, case.path)
+    y = y.cpu()
     assert bool(torch.isfinite(y).all()), f"{int((~torch.isfinite(y)).sum())} non-finite outputs"
 
     # Reference: golden float64 product of the dequantized operands, plus the bias.

@@ -1,0 +1,106 @@
+"""Memory: every scheme x path x shape holds exactly the modelled weight bytes, and its
+forward call stays within the documented budget (harness.budget)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import torch
+
+from harness.budget import (
+    HELD,
+    IDEAL,
+    PACKED,
+    forward_budget,
+    full_precision_weight_bytes,
+    held_layer_bytes,
+    layer_bytes,
+    tensor_bytes,
+)
+from harness.inputs import bias_vector, scaled_normal
+from harness.memcheck import MEMORY_SHAPES, check_forward_memory
+from harness.paths import LinearProblem, get_path, linear_paths
+from harness.quantize import quantize_linear
+from harness.schemes import SCHEMES, get_scheme
+
+
+@dataclass(frozen=True)
+class MemoryCase:
+    scheme: str
+    path: str
+    shape: tuple[int, int, int]
+
+    @property
+    def id(self) -> str:
+        return f"{self.scheme}-{self.path}-{'x'.join(map(str, self.shape))}"
+
+    @property
+    def problem(self) -> LinearProblem:
+        m, n, k = self.shape
+        return LinearProblem(m, n, k, bias=True, out_dtype=torch.bfloat16)
+
+    def record_fields(self) -> dict[str, Any]:
+        return {
+            "suite": "memory",
+            "scheme": self.scheme,
+            "path": self.path,
+            "shape": "x".join(map(str, self.shape)),
+        }
+
+
+def memory_cases() -> Iterator[MemoryCase]:
+    for scheme in sorted(SCHEMES):
+        for path in linear_paths():
+            for shape in MEMORY_SHAPES:
+                yield MemoryCase(scheme, path, shape)
+
+
+@pytest.mark.parametrize("case", list(memory_cases()), ids=lambda c: c.id)
+def test_forward_memory(case: MemoryCase, qh_platform: Any, record_result: Any) -> None:
+    scheme = get_scheme(case.scheme)
+    path = get_path(case.path)
+    support = path.supports(scheme, case.problem, qh_platform)
+    if not support.ok:
+        pytest.skip(support.reason)
+    m, n, k = case.shape
+    base = f"memory/{case.scheme}/{case.id}"
+    x = scaled_normal(f"{base}/x", m, k, scheme.activation)
+    w = scaled_normal(f"{base}/w", n, k, scheme.weight)
+    layer = quantize_linear(w, bias_vector(f"{base}/bias", n), scheme, calibration=x)
+    device = qh_platform.torch_device
+    layer, x = layer.to(device), x.to(device)
+    del w
+
+    # The layer as every path receives it holds exactly the modelled bytes.
+    model = layer_bytes(scheme, n, k, bias=True, layout=HELD)
+    held = held_layer_bytes(layer)
+    model_weight = model["weight_codes"] + model["weight_scales"]
+    assert held["weight"] == model_weight, (
+        f"{case.scheme}: loaded weight holds {held['weight']} bytes, the held-layout model "
+        f"says {model_weight} (codes {model['weight_codes']} + scales {model['weight_scales']})"
+    )
+    assert held["layer"] == sum(model.values()), (
+        f"{case.scheme}: loaded layer holds {held['layer']} bytes, model {model}"
+    )
+
+    budget = forward_budget(case.path, scheme, case.problem, qh_platform)
+    full_copy = full_precision_weight_bytes(n, k)
+    if not budget.allows_full_precision_weight and budget.total >= full_copy:
+        pytest.fail(
+            f"{case.id}: the budget ({budget.total} bytes) is not below a bf16 weight copy "
+            f"({full_copy}); this shape cannot show a copy: use a larger N/M ratio",
+            pytrace=False,
+        )
+
+    result = check_forward_memory(path, layer, x, case.problem, qh_platform)
+    record_result(
+        peak_bytes=result.peak_bytes,
+        budget_bytes=result.budget.total,
+        weight_bytes=held["weight"],
+        weight_bytes_packed=tensor_bytes(scheme.weight, (n, k), PACKED).total,
+        weight_bytes_ideal=tensor_bytes(scheme.weight, (n, k), IDEAL).total,
+    )
+    assert result.ok, "; ".join(result.violations)
