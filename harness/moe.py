@@ -161,21 +161,18 @@ class MoELayer:
         )
 
 
-def needs_static_scales(scheme: Scheme) -> bool:
-    return scheme.activation is not None and not scheme.activation.dynamic
-
-
 def quantize_moe(
     w13: torch.Tensor,
     w2: torch.Tensor,
     scheme: Scheme,
-    a1_calibration: torch.Tensor | None = None,
-    a2_calibration: torch.Tensor | None = None,
+    calibration: tuple[torch.Tensor, Routing] | None = None,
 ) -> MoELayer:
-    """Quantize float expert weights; static activation scales come from calibration data.
+    """Quantize float expert weights [E, 2I, H] and [E, H, I] per expert.
 
-    Static scales are one per layer (shared by every expert), as engines use the maximum of
-    per-expert calibrated scales.
+    Static activation scales come from ``calibration`` (inputs x and their routing): the
+    input scale from x, the intermediate scale from the float64 reference SiLU-and-mul
+    output of the quantized layer. Static scales are one per layer, shared by every expert,
+    as engines use the maximum of per-expert calibrated scales.
     """
     if (
         w13.shape[0] != w2.shape[0]
@@ -185,23 +182,24 @@ def quantize_moe(
         raise ValueError(
             f"w13 {tuple(w13.shape)} and w2 {tuple(w2.shape)} are not [E, 2I, H] and [E, H, I]"
         )
-    a1_scale = a2_scale = None
-    if needs_static_scales(scheme):
-        assert scheme.activation is not None
-        if a1_calibration is None or a2_calibration is None:
-            raise ValueError(
-                f"scheme {scheme.name} has static activation scales: pass a1_calibration "
-                "(inputs) and a2_calibration (SiLU-and-mul outputs)"
-            )
-        a1_scale = calibrate_input_scale(a1_calibration, scheme.activation)
-        a2_scale = calibrate_input_scale(a2_calibration, scheme.activation)
-    return MoELayer(
+    layer = MoELayer(
         scheme,
         quantize_experts(w13, scheme.weight),
         quantize_experts(w2, scheme.weight),
-        a1_scale,
-        a2_scale,
+        None,
+        None,
     )
+    spec = scheme.activation
+    if spec is not None and not spec.dynamic:
+        if calibration is None:
+            raise ValueError(
+                f"scheme {scheme.name} has static activation scales: pass calibration=(x, routing)"
+            )
+        x, routing = calibration
+        layer.a1_scale = calibrate_input_scale(x, spec)
+        _, act = reference_intermediate(layer, x, routing)
+        layer.a2_scale = calibrate_input_scale(act.float(), spec)
+    return layer
 
 
 # -------------------------------------------------------------------------- pipeline
