@@ -35,7 +35,9 @@ def _load_entry_point_paths() -> list[MoEPath]:
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         try:
             obj = ep.load()
-            path = obj() if callable(obj) and not isinstance(obj, MoEPath) else obj
+            # A class satisfies the runtime protocol check too, so call classes explicitly.
+            factory = isinstance(obj, type) or (callable(obj) and not isinstance(obj, MoEPath))
+            path = obj() if factory else obj
         except Exception as exc:
             raise PluginError(
                 f"entry point {ep.name!r} ({ep.value}) in group {ENTRY_POINT_GROUP} failed to "
