@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 import torch
@@ -191,3 +192,23 @@ def test_platform_without_a_row_is_not_dispatched() -> None:
     support = NativeMoEPath().supports(SCHEMES["fp8_per_tensor"], PROBLEM, odd)
     assert not support.ok
     assert "no MoE dispatch row for platform 'sm_12'" in support.reason
+
+
+def test_platform_command_prints_the_dispatch_table(capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli import main
+    from harness.moe_dispatch import platform_key
+    from harness.platform import detect
+
+    assert main(["platform", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["moe_dispatch"]
+    key = platform_key(detect())
+    assert report["platform_key"] == key
+    assert set(report["schemes"]) == set(SCHEMES)
+    for name, row in report["schemes"].items():
+        assert row["decision"] == decision(key, name)
+    assert report["problems"] == []
+    assert report["pending_schemes"] == sorted(PENDING_SCHEMES)
+    assert main(["platform"]) == 0
+    text = capsys.readouterr().out
+    assert f"MoE native dispatch (table row {key!r}" in text
+    assert "TABLE PROBLEM" not in text
