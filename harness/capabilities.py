@@ -76,8 +76,9 @@ def why_not(platform: PlatformInfo, name: str) -> str:
 _FP8_FN_MM = frozenset({"scaled_mm.tensorwise.e4m3fn", "scaled_mm.rowwise.e4m3fn"})
 _FP8_FNUZ_MM = frozenset({"scaled_mm.tensorwise.e4m3fnuz", "scaled_mm.rowwise.e4m3fnuz"})
 EXPECTED: dict[str, frozenset[str]] = {
-    # torch >= 2.13 CPU builds run both FP8 flavours tensor-wise and row-wise.
-    "cpu": _FP8_FN_MM | _FP8_FNUZ_MM | {"scaled_mm.fp32_out_bias"},
+    # torch >= 2.13 CPU builds run both FP8 flavours tensor-wise and row-wise, and the bf16
+    # grouped GEMM (MoE) with an empty group.
+    "cpu": _FP8_FN_MM | _FP8_FNUZ_MM | {"scaled_mm.fp32_out_bias", "grouped_mm.bf16"},
     "sm_89": _FP8_FN_MM,
     "sm_90": _FP8_FN_MM,
     "sm_100": _FP8_FN_MM,
@@ -142,3 +143,52 @@ def _fp32_out_bias(device: torch.device) -> None:
     bias = torch.full((b.shape[1],), 0.25, device=device)
     out = torch._scaled_mm(a, b, scale_a=one, scale_b=one, bias=bias, out_dtype=torch.float32)
     _check(out, _PROBE_PRODUCT + 0.25)
+
+
+# ------------------------------------------------------------ grouped GEMM probes (MoE)
+# Three groups of 16, 0 and 16 rows: the empty group checks the offsets contract for an
+# expert that receives no tokens. Weights of group g are (g + 1) * _PROBE_B_T.
+_GROUP_COUNTS = (16, 0, 16)
+
+
+def _grouped_probe_operands() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    a = torch.cat([_PROBE_A, -_PROBE_A])  # [32, 32]
+    w = torch.stack([(g + 1) * _PROBE_B_T for g in range(len(_GROUP_COUNTS))])  # [3, 16, 32]
+    expected = torch.cat([_PROBE_A @ w[0].t(), -_PROBE_A @ w[2].t()])
+    return a, w, torch.tensor(_GROUP_COUNTS), expected
+
+
+@probe("grouped_mm.bf16")
+def _grouped_mm_bf16(device: torch.device) -> None:
+    from harness.grouped_ops import grouped_mm_bf16
+
+    a, w, counts, expected_out = _grouped_probe_operands()
+    out = grouped_mm_bf16(
+        a.to(device, torch.bfloat16), w.to(device, torch.bfloat16), counts.to(device)
+    )
+    _check(out, expected_out)
+
+
+def _register_scaled_grouped_probe(fmt_name: str) -> None:
+    @probe(f"scaled_grouped_mm.rowwise.{fmt_name}")
+    def rowwise(device: torch.device) -> None:
+        from harness.grouped_ops import scaled_grouped_mm_rowwise
+
+        fmt = get_format(fmt_name)
+        dtype = fmt.to_torch_dtype()
+        a, w, counts, expected_out = _grouped_probe_operands()
+        a8 = encode(a, fmt).view(dtype).to(device)
+        w8 = encode(w, fmt).view(dtype).to(device)
+        sa = torch.full((a.shape[0],), 0.5, device=device)
+        sw = torch.full((w.shape[0], w.shape[1]), 2.0, device=device)
+        try:
+            out = scaled_grouped_mm_rowwise(a8, sa, w8, sw, counts.to(device))
+        except NotImplementedError as exc:  # torch's message lists every dispatch key
+            raise NotImplementedError(
+                f"torch._scaled_grouped_mm has no {device.type} kernel in this build"
+            ) from exc
+        _check(out, expected_out)
+
+
+for _fmt in ("e4m3fn", "e4m3fnuz"):
+    _register_scaled_grouped_probe(_fmt)

@@ -33,6 +33,7 @@ def _print_json(obj: Any) -> None:
 def platform_report() -> dict[str, Any]:
     """Platform, probed capabilities vs expectations, and the native support matrix."""
     from harness.capabilities import capabilities, expected
+    from harness.moe_support import moe_dispatch_report
     from harness.platform import detect
     from harness.support import support_matrix
 
@@ -47,6 +48,7 @@ def platform_report() -> dict[str, Any]:
         },
         "expected_missing": sorted(n for n in exp if not caps[n].available),
         "support": support_matrix(info),
+        "moe_dispatch": moe_dispatch_report(info),
     }
 
 
@@ -77,7 +79,24 @@ def cmd_platform(args: argparse.Namespace) -> int:
         for path, s in paths.items():
             if not s["supported"]:
                 print(f"      {path}: {s['reason']}")
+    _print_moe_dispatch(report["moe_dispatch"])
     return EXIT_OK
+
+
+def _print_moe_dispatch(moe: dict[str, Any]) -> None:
+    """The MoE native-dispatch table: this platform's decisions, then every row."""
+    print(f"\nMoE native dispatch (table row {moe['platform_key']!r}; harness/moe_dispatch.py)")
+    for scheme, d in moe["schemes"].items():
+        runs = "native runs here" if d["native_runs_here"] else f"not native: {d['reason']}"
+        print(f"  {scheme:<32} {d['decision'] or 'NO DECISION':<28} {runs}")
+    print("  table (registered schemes; pending names filtered):")
+    for key, row in moe["table"].items():
+        cells = "; ".join(f"{dec}: {', '.join(names) or '-'}" for dec, names in row.items())
+        print(f"    {key:<8} {cells}")
+    if moe["pending_schemes"]:
+        print(f"  pending (named in the table, not registered yet): {len(moe['pending_schemes'])}")
+    for problem in moe["problems"]:
+        print(f"  TABLE PROBLEM: {problem}")
 
 
 # ---------------------------------------------------------------------- schemes

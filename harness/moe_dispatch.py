@@ -1,0 +1,190 @@
+"""The MoE native-dispatch table: which grouped kernel runs which scheme on which platform.
+
+The decision "emulate or native, and on which kernel" is data: for each platform key
+("cpu", or a GPU architecture such as "sm_90", "gfx942") a mapping from a decision (a
+kernel name from harness.moe_paths.kernels, or `EMULATE`) to the frozenset of scheme names
+it takes. Every scheme is named explicitly; nothing is decided from a scheme name's prefix
+(a prefix test once sent w_mxfp4_a_mxfp6_* schemes to a kernel that only ran pure
+w_mxfp4). `dispatch_problems` checks the table against the scheme registry and against
+each kernel's own contract (`accepts`), and the suites run it.
+
+PENDING_SCHEMES (read this when merging scheme branches)
+    The table names the full intended scheme list, including schemes another branch
+    registers. Names not registered yet are listed in `PENDING_SCHEMES`; they are the only
+    names the checks let through unregistered, and `active_table` filters them out. Once
+    they are registered, `dispatch_problems` reports every registered name still in
+    PENDING_SCHEMES: delete it from the set (the set ends empty). Any other unregistered
+    name in the table is an error that names the row and the scheme.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Protocol
+
+from harness.platform import PlatformInfo
+from harness.schemes import Scheme
+
+EMULATE = "emulate"  # decision: no native kernel; the emulated path is the only one
+
+# Kernel names (see harness.moe_paths.kernels.MOE_KERNELS).
+GROUPED_BF16 = "grouped_mm.bf16"  # dequantize to bf16, torch.nn.functional.grouped_mm
+SCALED_GROUPED_ROWWISE = "scaled_grouped_mm.rowwise"  # FP8 codes, torch._scaled_grouped_mm
+
+# ----------------------------------------------------------------- scheme name groups
+# FP8 schemes whose weight and activation scales are per-tensor or per-row: the shapes a
+# row-wise scaled grouped GEMM takes ([M] activation scales, [E, N] weight scales).
+FP8_ROWWISE_FN: frozenset[str] = frozenset({"fp8_per_tensor", "fp8_per_channel"})
+FP8_ROWWISE_FNUZ: frozenset[str] = frozenset({"fp8_per_tensor_fnuz", "fp8_per_channel_fnuz"})
+# FP8 with 128x128 weight / 1x128 activation blocks: no grouped block-scaled kernel is wired.
+FP8_BLOCK: frozenset[str] = frozenset({"fp8_per_block", "fp8_per_block_fnuz"})
+MX_SCHEMES: frozenset[str] = frozenset(
+    {
+        "w_mxfp4",
+        "w_mxfp4_a_mxfp4",
+        "w_mxfp4_a_mxfp6_e3m2",
+        "w_mxfp4_a_mxfp6_e2m3",
+        "w_mxfp4_a_fp8",
+        "w_mxfp6_e3m2",
+        "w_mxfp6_e3m2_a_mxfp6_e3m2",
+        "w_mxfp6_e3m2_a_fp8",
+        "w_mxfp6_e2m3",
+        "w_mxfp6_e2m3_a_mxfp6_e2m3",
+        "w_mxfp6_e2m3_a_fp8",
+        "w_mxfp8_a_mxfp8",
+    }
+)
+ALL_INTENDED: frozenset[str] = FP8_ROWWISE_FN | FP8_ROWWISE_FNUZ | FP8_BLOCK | MX_SCHEMES
+
+# ----------------------------------------------------- PENDING (delete after the merge)
+# Scheme names in the table that this branch does not register yet (they arrive with the
+# schemes branch). After merging it, delete each name from this set; the table checks fail
+# and name every entry to delete while a registered scheme is still listed here.
+PENDING_SCHEMES: frozenset[str] = ALL_INTENDED - {"fp8_per_tensor"}
+
+# --------------------------------------------------------------------------- the table
+DispatchRow = Mapping[str, frozenset[str]]  # decision -> scheme names
+
+MOE_NATIVE_DISPATCH: dict[str, DispatchRow] = {
+    # torch 2.13 CPU: F.grouped_mm on bf16 runs (probed); no scaled grouped GEMM.
+    "cpu": {GROUPED_BF16: ALL_INTENDED, EMULATE: frozenset()},
+    # Ada: bf16 grouped GEMM (sm_80+); torch._scaled_grouped_mm needs sm_90.
+    "sm_89": {GROUPED_BF16: ALL_INTENDED, EMULATE: frozenset()},
+    # Hopper / Blackwell: row-wise FP8 grouped GEMM for e4m3fn per-tensor/per-channel.
+    "sm_90": {
+        SCALED_GROUPED_ROWWISE: FP8_ROWWISE_FN,
+        GROUPED_BF16: ALL_INTENDED - FP8_ROWWISE_FN,
+        EMULATE: frozenset(),
+    },
+    "sm_100": {
+        SCALED_GROUPED_ROWWISE: FP8_ROWWISE_FN,
+        GROUPED_BF16: ALL_INTENDED - FP8_ROWWISE_FN,
+        EMULATE: frozenset(),
+    },
+    # MI300/MI325 (e4m3fnuz hardware): row-wise FP8 grouped GEMM for the fnuz twins.
+    "gfx942": {
+        SCALED_GROUPED_ROWWISE: FP8_ROWWISE_FNUZ,
+        GROUPED_BF16: ALL_INTENDED - FP8_ROWWISE_FNUZ,
+        EMULATE: frozenset(),
+    },
+    "gfx950": {
+        SCALED_GROUPED_ROWWISE: FP8_ROWWISE_FN,
+        GROUPED_BF16: ALL_INTENDED - FP8_ROWWISE_FN,
+        EMULATE: frozenset(),
+    },
+}
+
+
+class KernelContract(Protocol):
+    """The part of a grouped kernel the table checks: its own statement of what it runs."""
+
+    name: str
+
+    def accepts(self, scheme: Scheme) -> tuple[bool, str]: ...
+
+
+def platform_key(platform: PlatformInfo) -> str:
+    """Row of the table for this platform: "cpu", or the GPU architecture."""
+    return "cpu" if platform.device == "cpu" else platform.arch
+
+
+def decision(
+    key: str, scheme_name: str, table: Mapping[str, DispatchRow] = MOE_NATIVE_DISPATCH
+) -> str | None:
+    """The decision for one scheme on one platform key; None when the table has none."""
+    row = table.get(key)
+    if row is None:
+        return None
+    found = [d for d, names in row.items() if scheme_name in names]
+    if len(found) > 1:
+        raise ValueError(f"MoE dispatch row {key!r} gives {scheme_name!r} two decisions: {found}")
+    return found[0] if found else None
+
+
+def dispatch_problems(
+    schemes: Mapping[str, Scheme],
+    kernels: Mapping[str, KernelContract],
+    table: Mapping[str, DispatchRow] = MOE_NATIVE_DISPATCH,
+    pending: Collection[str] = PENDING_SCHEMES,
+) -> list[str]:
+    """Everything wrong with ``table``; empty when every check holds.
+
+    * every registered scheme has exactly one decision in every row;
+    * every name in the table is a registered scheme, or listed in ``pending``;
+    * no registered scheme is still listed in ``pending``;
+    * every decision is `EMULATE` or a known kernel, and every registered scheme sent to a
+      kernel is one that kernel's contract (`accepts`) says it can run.
+    """
+    problems: list[str] = []
+    stale = sorted(set(pending) & set(schemes))
+    if stale:
+        problems.append(
+            f"PENDING_SCHEMES lists registered scheme(s) {stale}: delete them from "
+            "PENDING_SCHEMES in harness/moe_dispatch.py"
+        )
+    for key, row in sorted(table.items()):
+        seen: dict[str, str] = {}
+        for dec, names in sorted(row.items()):
+            if dec != EMULATE and dec not in kernels:
+                problems.append(
+                    f"row {key!r}: decision {dec!r} is neither {EMULATE!r} nor a known "
+                    f"kernel ({sorted(kernels)})"
+                )
+                continue
+            for name in sorted(names):
+                if name in seen:
+                    problems.append(
+                        f"row {key!r}: scheme {name!r} has two decisions ({seen[name]!r}, {dec!r})"
+                    )
+                seen[name] = dec
+                if name not in schemes:
+                    if name not in pending:
+                        problems.append(
+                            f"row {key!r}: {name!r} is not a registered scheme (and not in "
+                            "PENDING_SCHEMES); fix the name or register the scheme"
+                        )
+                    continue
+                if dec != EMULATE:
+                    ok, reason = kernels[dec].accepts(schemes[name])
+                    if not ok:
+                        problems.append(
+                            f"row {key!r} sends {name!r} to {dec!r}, which cannot run it: {reason}"
+                        )
+        for name in sorted(set(schemes) - set(seen)):
+            problems.append(f"row {key!r}: registered scheme {name!r} has no decision")
+    return problems
+
+
+def active_table(
+    registered: Collection[str],
+    table: Mapping[str, DispatchRow] = MOE_NATIVE_DISPATCH,
+    pending: Collection[str] = PENDING_SCHEMES,
+) -> dict[str, dict[str, list[str]]]:
+    """The table as it applies now: pending names (and only those) filtered out."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for key, row in sorted(table.items()):
+        out[key] = {
+            dec: sorted(n for n in names if n in registered or n not in pending)
+            for dec, names in sorted(row.items())
+        }
+    return out

@@ -1,0 +1,263 @@
+"""MoE blocks: every scheme x path x tokens x (experts, top-k) x renormalize, vs the goldens.
+
+Each stage is checked where it can be checked honestly (bounds: harness/moe_bounds.py):
+routing bit-exact; the intermediate before quantization within its derived bound; the
+intermediate codes exactly what quantizing it gives; codes that differ from the golden's
+only where the bound straddles a rounding boundary; the output within its bound of the
+float64 result from the path's own intermediate, and of the golden's output once the
+effect of differing intermediate codes is added; native vs emulated likewise.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+import torch
+
+from harness import capabilities
+from harness.compare import bit_mismatches, sqnr_db, unit_roundoff, within_bound
+from harness.formats import decode
+from harness.golden import GoldenError
+from harness.moe import (
+    MoELayer,
+    MoETrace,
+    Routing,
+    down_and_combine_f64,
+    quantize_experts,
+    route,
+)
+from harness.moe_bounds import intermediate_bound, intermediate_delta, output_bound
+from harness.moe_cases import (
+    EXPERT_CONFIGS,
+    MOE_HIDDEN,
+    MOE_INTERMEDIATE,
+    RENORMALIZE,
+    TOKEN_COUNTS,
+    MoECase,
+    config_id,
+    golden_entry,
+    load_moe_case,
+    moe_cases,
+    moe_inputs,
+    renorm_id,
+)
+from harness.moe_dispatch import dispatch_problems, platform_key
+from harness.moe_paths import MoEProblem, get_moe_path
+from harness.moe_paths.kernels import MOE_KERNELS
+from harness.moe_paths.native import NativeMoEPath
+from harness.quantize import calibrate_input_scale, quantize
+from harness.schemes import SCHEMES, get_scheme
+
+U32 = unit_roundoff(torch.float32)
+
+
+def _golden(golden_store: Any, entry: str) -> Any:
+    try:
+        return golden_store.load(entry)
+    except GoldenError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+# ------------------------------------------------------------------ dispatch table
+def test_moe_dispatch_table_is_consistent() -> None:
+    """Every registered scheme has one decision per row; every name is registered (or
+    pending); every kernel decision is one the kernel's contract accepts."""
+    problems = dispatch_problems(SCHEMES, MOE_KERNELS)
+    assert not problems, "MoE dispatch table:\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+def test_moe_native_decision_runs_where_probed(scheme: str, qh_platform: Any) -> None:
+    """A native decision whose kernel the probe finds here must run every suite problem
+    (no silent skip), and a kernel this arch is expected to have must be found."""
+    native = NativeMoEPath()
+    kernel, reason = native.kernel_for(get_scheme(scheme), qh_platform)
+    if kernel is None:
+        pytest.skip(reason)
+    cap = kernel.capability(get_scheme(scheme))
+    if cap in capabilities.expected(qh_platform):
+        assert capabilities.has(qh_platform, cap), capabilities.why_not(qh_platform, cap)
+    if not capabilities.has(qh_platform, cap):
+        pytest.skip(capabilities.why_not(qh_platform, cap))
+    for experts, top_k in EXPERT_CONFIGS:
+        for tokens in TOKEN_COUNTS:
+            problem = MoEProblem(tokens, experts, top_k, MOE_HIDDEN, MOE_INTERMEDIATE)
+            support = native.supports(get_scheme(scheme), problem, qh_platform)
+            assert support.ok, f"{platform_key(qh_platform)} {kernel.name}: {support.reason}"
+
+
+# -------------------------------------------------------------- checkpoint, routing
+@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+def test_moe_checkpoint_and_routing_match_golden(
+    scheme: str, golden_store: Any, qh_platform: Any
+) -> None:
+    """Expert weights quantized on this device, static scales and the routing of all 64
+    tokens reproduce the golden bit for bit."""
+    spec = get_scheme(scheme)
+    data = _golden(golden_store, golden_entry(scheme))
+    t = data.tensors
+    inputs = moe_inputs(scheme)
+    device = qh_platform.torch_device
+    for name in ("w13", "w2"):
+        q = quantize_experts(inputs[name].to(device), spec.weight)
+        assert bit_mismatches(q.codes.cpu(), t[f"{name}_codes"]) == 0, f"{name} codes differ"
+        assert bit_mismatches(q.scale.cpu(), t[f"{name}_scale"]) == 0, f"{name} scales differ"
+    assert bit_mismatches(inputs["x"].to(torch.bfloat16), t["x"]) == 0, "inputs changed"
+    if spec.activation is not None and not spec.activation.dynamic:
+        a1 = calibrate_input_scale(inputs["x"].to(device), spec.activation)
+        assert bit_mismatches(a1.cpu(), t["a1_scale"]) == 0, "static input scale differs"
+    logits = t["logits"].float().to(device)
+    for experts, top_k in EXPERT_CONFIGS:
+        cfg = config_id(experts, top_k)
+        for renormalize in RENORMALIZE:
+            r = route(logits[:, :experts], top_k, renormalize)
+            assert bit_mismatches(r.ids.cpu().to(torch.int32), t[f"{cfg}.ids"]) == 0, cfg
+            weights = t[f"{cfg}.{renorm_id(renormalize)}.weights"]
+            assert bit_mismatches(r.weights.cpu(), weights) == 0, f"{cfg} weights"
+
+
+# ----------------------------------------------------------------------- the block
+def _run(
+    path_name: str, layer: MoELayer, x: torch.Tensor, routing: Routing, platform: Any
+) -> MoETrace:
+    try:
+        return get_moe_path(path_name).forward(layer, x, routing, platform)
+    except Exception as exc:
+        pytest.fail(f"MoE path {path_name!r} raised: {type(exc).__name__}: {exc}", pytrace=False)
+
+
+def _intermediate_values(trace: MoETrace) -> torch.Tensor:
+    """What the path fed to its second GEMM: dequantized codes, or the float intermediate."""
+    return trace.act.cpu() if trace.act_q is None else trace.act_q.to("cpu").dequantize()
+
+
+@functools.cache
+def _unquantized_output(
+    scheme: str, experts: int, top_k: int, tokens: int, renorm: bool
+) -> torch.Tensor:
+    """Float64 output of the unquantized block (for the SQNR metric only)."""
+    inputs = moe_inputs(scheme)
+    x = inputs["x"][:tokens].double()
+    routing = route(inputs["logits"][:tokens, :experts], top_k, renorm)
+    w13 = inputs["w13"][:experts].double()[routing.row_experts()]
+    gate_up = torch.einsum("rk,rnk->rn", x[routing.row_tokens()], w13)
+    g, u = gate_up.chunk(2, dim=-1)
+    return down_and_combine_f64(g * torch.sigmoid(g) * u, inputs["w2"][:experts], routing)
+
+
+@pytest.mark.parametrize("case", list(moe_cases()), ids=lambda c: c.id)
+def test_moe(case: MoECase, golden_store: Any, qh_platform: Any, record_result: Any) -> None:
+    scheme = get_scheme(case.scheme)
+    path = get_moe_path(case.path)
+    support = path.supports(scheme, case.problem, qh_platform)
+    if not support.ok:
+        pytest.skip(support.reason)
+    loaded = load_moe_case(_golden(golden_store, golden_entry(case.scheme)), case)
+    device = qh_platform.torch_device
+    layer = loaded.layer
+
+    # Routing on this device: indices and weights bit-exact.
+    routing = route(loaded.logits.to(device), case.top_k, case.renormalize)
+    assert bit_mismatches(routing.ids.cpu(), loaded.ids) == 0, "routing indices differ"
+    assert bit_mismatches(routing.weights.cpu(), loaded.weights) == 0, "routing weights differ"
+
+    trace = _run(case.path, layer.to(device), loaded.x.to(device), routing, qh_platform)
+    out, act = trace.out.cpu(), trace.act.cpu()
+    assert out.shape == (case.tokens, MOE_HIDDEN), f"output shape {tuple(out.shape)}"
+    assert act.shape == loaded.act_ref.shape, f"intermediate shape {tuple(act.shape)}"
+    assert bool(torch.isfinite(out).all()), (
+        f"{int((~torch.isfinite(out)).sum())} non-finite outputs"
+    )
+    assert bool(torch.isfinite(act).all()), "non-finite intermediate values"
+    routing = Routing(routing.ids.cpu(), routing.weights.cpu(), routing.num_experts)
+    numerics = path.numerics(scheme, qh_platform)
+    metrics: dict[str, Any] = {"numerics": numerics.describe()}
+
+    # 1. Intermediate before quantization: derived bound, plus the golden's float32 storage.
+    act_bound = intermediate_bound(layer, loaded.x, routing, numerics)
+    act_bound = act_bound + U32 * loaded.act_ref.double().abs()
+    vs_act = within_bound(act, loaded.act_ref, act_bound)
+    metrics["act_worst_error_to_bound"] = vs_act.worst_ratio
+    assert vs_act.ok, f"intermediate vs golden: {vs_act.describe()}"
+
+    # 2. Intermediate codes: exactly the scheme's quantization of the path's intermediate,
+    #    and different from the golden's codes only where the bound straddles a boundary.
+    spec = scheme.activation
+    if spec is not None:
+        assert trace.act_q is not None, f"{case.path} returned no quantized intermediate"
+        assert loaded.act_q is not None, "golden has no intermediate codes"
+        act_q = trace.act_q.to("cpu")
+        static = None if spec.dynamic else layer.a2_scale
+        expected = quantize(act, spec, static)
+        assert bit_mismatches(act_q.scale, expected.scale) == 0, "intermediate scales"
+        assert bit_mismatches(act_q.codes, expected.codes) == 0, "intermediate codes"
+        ref = loaded.act_ref.double()
+        lo = quantize(
+            torch.nextafter((ref - act_bound).float(), torch.tensor(-torch.inf)), spec, act_q.scale
+        )
+        hi = quantize(
+            torch.nextafter((ref + act_bound).float(), torch.tensor(torch.inf)), spec, act_q.scale
+        )
+        value = decode(act_q.codes, spec.format)
+        outside = (value < decode(lo.codes, spec.format)) | (value > decode(hi.codes, spec.format))
+        assert not bool(outside.any()), (
+            f"{int(outside.sum())} intermediate codes outside what the bound allows"
+        )
+        flips = int((act_q.codes != loaded.act_q.codes).sum())
+        metrics["intermediate_code_flips_vs_golden"] = flips
+        golden_a2 = loaded.act_q.dequantize().double()
+        storage = torch.zeros(1, dtype=torch.float64)
+    else:
+        golden_a2 = loaded.act_ref.double()
+        storage = U32 * golden_a2.abs()  # golden intermediate stored in float32
+    own_a2 = _intermediate_values(trace)
+
+    # 3. Output vs float64 from the path's own intermediate: derived bound.
+    out_bound = output_bound(layer, own_a2, routing, numerics)
+    own_ref = down_and_combine_f64(own_a2, layer.w2.dequantize(), routing)
+    vs_own = within_bound(out, own_ref, out_bound)
+    metrics["worst_error_to_bound"] = vs_own.worst_ratio
+    assert vs_own.ok, f"output vs float64 from its own intermediate: {vs_own.describe()}"
+
+    # 4. Output vs golden: plus the exact effect of the intermediate difference (zero when
+    #    the codes agree) and the golden's float32 storage.
+    w2 = layer.w2.dequantize()
+    delta = intermediate_delta(own_a2, golden_a2, w2, routing.ids, routing.weights)
+    delta = delta + intermediate_delta(
+        storage.expand_as(golden_a2), torch.zeros_like(golden_a2), w2, routing.ids, routing.weights
+    )
+    golden_bound = out_bound + delta + U32 * loaded.out_ref.double().abs()
+    vs_golden = within_bound(out, loaded.out_ref, golden_bound)
+    metrics["max_abs_err_vs_golden"] = vs_golden.max_abs_error
+    metrics["worst_error_to_bound_vs_golden"] = vs_golden.worst_ratio
+    assert vs_golden.ok, f"output vs golden: {vs_golden.describe()}"
+
+    # 5. Native vs emulated on the same checkpoint and routing.
+    if case.path != "emulated":
+        emulated = get_moe_path("emulated")
+        ref_trace = _run("emulated", layer, loaded.x, routing, qh_platform)
+        emu_a2 = _intermediate_values(ref_trace)
+        both = (
+            out_bound
+            + output_bound(layer, emu_a2, routing, emulated.numerics(scheme, qh_platform))
+            + intermediate_delta(own_a2, emu_a2, w2, routing.ids, routing.weights)
+        )
+        vs_emulated = within_bound(out, ref_trace.out, both)
+        metrics["worst_error_to_bound_vs_emulated"] = vs_emulated.worst_ratio
+        assert vs_emulated.ok, f"{case.path} vs emulated: {vs_emulated.describe()}"
+
+    exact = _unquantized_output(
+        case.scheme, case.experts, case.top_k, case.tokens, case.renormalize
+    )
+    metrics["sqnr_db"] = sqnr_db(exact, out)  # reported, not gated
+    record_result(**metrics)
+
+
+def test_moe_cases_cover_every_scheme_and_path() -> None:
+    """The grid is what the docs promise: 3 token counts x 2 configs x 2 renormalize."""
+    cases = list(moe_cases())
+    assert {c.scheme for c in cases} == set(SCHEMES)
+    per = len(TOKEN_COUNTS) * len(EXPERT_CONFIGS) * len(RENORMALIZE)
+    assert len(cases) == len(SCHEMES) * len({c.path for c in cases}) * per

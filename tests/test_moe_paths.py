@@ -1,0 +1,60 @@
+"""The MoE path registry: built-ins plus the ``qharness.moe_paths`` entry-point group."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import harness.moe_paths as registry
+from harness.moe_paths.emulated import EmulatedMoEPath
+from harness.paths import PluginError
+
+
+class _EntryPoint:
+    def __init__(self, name: str, obj: Any) -> None:
+        self.name, self.value, self._obj = name, f"fake:{name}", obj
+
+    def load(self) -> Any:
+        return self._obj
+
+
+class _Renamed(EmulatedMoEPath):
+    name = "plugin_emulated"
+
+
+@pytest.fixture
+def fake_entry_points(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[_EntryPoint]]:
+    found: list[_EntryPoint] = []
+    monkeypatch.setattr(registry, "entry_points", lambda group: list(found))
+    registry.moe_paths.cache_clear()
+    yield found
+    registry.moe_paths.cache_clear()
+
+
+def test_builtins_come_first(fake_entry_points: list[_EntryPoint]) -> None:
+    assert list(registry.moe_paths()) == ["emulated", "native"]
+
+
+def test_entry_point_path_is_registered(fake_entry_points: list[_EntryPoint]) -> None:
+    fake_entry_points.append(_EntryPoint("mine", _Renamed))  # a class: called with no args
+    assert list(registry.moe_paths()) == ["emulated", "native", "plugin_emulated"]
+    assert isinstance(registry.get_moe_path("plugin_emulated"), _Renamed)
+
+
+def test_object_without_the_protocol_is_refused(fake_entry_points: list[_EntryPoint]) -> None:
+    fake_entry_points.append(_EntryPoint("broken", object()))
+    with pytest.raises(PluginError, match=r"'broken'.*lacks the MoE path protocol"):
+        registry.moe_paths()
+
+
+def test_duplicate_names_are_refused(fake_entry_points: list[_EntryPoint]) -> None:
+    fake_entry_points.append(_EntryPoint("dup", EmulatedMoEPath()))
+    with pytest.raises(PluginError, match="two MoE paths are named 'emulated'"):
+        registry.moe_paths()
+
+
+def test_unknown_path_name_lists_the_known_ones() -> None:
+    with pytest.raises(KeyError, match=r"unknown MoE path 'nope'; known: \['emulated', 'native'"):
+        registry.get_moe_path("nope")
