@@ -168,7 +168,7 @@ def diff_data(old: GoldenData, new: GoldenData) -> list[str]:
 @dataclass
 class Change:
     entry: str
-    status: str  # "new" | "changed" | "unchanged" | "removed"
+    status: str  # "new" | "changed" | "unchanged" | "re-recorded" | "removed"
     details: list[str] = field(default_factory=list)
 
 
@@ -261,6 +261,8 @@ class GoldenStore:
             if change.status != "unchanged" or not on_disk_matches:
                 staged[entry] = raw
                 entries[entry] = self._record(entry, raw, generator)
+                if change.status == "unchanged":
+                    change.status = "re-recorded"  # same tensors, manifest record was wrong
         if only is None:
             for entry in sorted(set(entries) - set(all_builders)):
                 changes.append(Change(entry, "removed"))
