@@ -281,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from harness.golden import GoldenError
-    from harness.paths import PluginError
+    from harness.plugins import PluginError
     from harness.schemes import UnknownSchemeError
 
     try:

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 
 import torch
 
 from harness.checkpoint import LinearCheckpoint, validate_checkpoint
-from harness.paths import PluginError
 from harness.paths.base import Support
+from harness.plugins import by_unique_name, load_entry_points, lookup
 from harness.quantize import QuantizedLinear, QuantizedTensor, scale_grid
 from harness.schemes import WHOLE, Scheme
 from harness.transforms import (
@@ -231,43 +230,15 @@ COMMUTING_STEPS: dict[frozenset[str], str] = {
 }
 
 
-def _load_entry_point_loaders() -> list[Loader]:
-    found: list[Loader] = []
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            obj = ep.load()
-            loader = obj() if callable(obj) and not isinstance(obj, Loader) else obj
-        except Exception as exc:
-            raise PluginError(
-                f"entry point {ep.name!r} ({ep.value}) in group {ENTRY_POINT_GROUP} failed to "
-                f"load: {type(exc).__name__}: {exc}"
-            ) from exc
-        if not isinstance(loader, Loader):
-            raise PluginError(
-                f"entry point {ep.name!r} ({ep.value}) gave {loader!r}, not a "
-                "harness.loaders.Loader; see docs/LOADING.md"
-            )
-        found.append(loader)
-    return found
-
-
 @functools.cache
 def loaders() -> dict[str, Loader]:
     """All loaders by name: built-ins first, then entry points. Names must be unique."""
-    found: dict[str, Loader] = {}
-    for loader in (*BUILTIN_LOADERS, *_load_entry_point_loaders()):
-        if loader.name in found:
-            raise PluginError(f"two loaders are named {loader.name!r}; names must be unique")
-        found[loader.name] = loader
-    return found
+    external = load_entry_points(ENTRY_POINT_GROUP, Loader, "docs/LOADING.md")
+    return by_unique_name((*BUILTIN_LOADERS, *external), "loader")
 
 
 def get_loader(name: str) -> Loader:
-    known = loaders()
-    try:
-        return known[name]
-    except KeyError:
-        raise KeyError(f"unknown loader {name!r}; known: {sorted(known)}") from None
+    return lookup(loaders(), name, "loader")
 
 
 def load_checkpoint(

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-import harness.loaders as loaders_module
+import harness.plugins
 from harness.loaders import ENTRY_POINT_GROUP, FP8_LOADER, Loader, get_loader, loaders
-from harness.paths import PluginError
+from harness.plugins import PluginError
 
 
 @dataclass
@@ -31,10 +31,9 @@ def plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[FakeEntryPoint]]:
     found: list[FakeEntryPoint] = []
 
     def fake_entry_points(group: str) -> list[FakeEntryPoint]:
-        assert group == ENTRY_POINT_GROUP
-        return found
+        return found if group == ENTRY_POINT_GROUP else []
 
-    monkeypatch.setattr(loaders_module, "entry_points", fake_entry_points)
+    monkeypatch.setattr(harness.plugins, "entry_points", fake_entry_points)
     loaders.cache_clear()
     yield found
     loaders.cache_clear()
@@ -49,7 +48,7 @@ def test_plugin_loader_is_registered_after_the_builtins(plugins: list[FakeEntryP
 
 def test_plugin_that_is_not_a_loader_is_refused(plugins: list[FakeEntryPoint]) -> None:
     plugins.append(FakeEntryPoint("bad", "vendor.loading:THING", object()))
-    with pytest.raises(PluginError, match=r"'bad'.*not a harness\.loaders\.Loader"):
+    with pytest.raises(PluginError, match=r"'bad'.*not a Loader; see docs/LOADING\.md"):
         loaders()
 
 

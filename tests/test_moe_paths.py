@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 import harness.moe_paths as registry
+import harness.plugins
 from harness.moe_paths.emulated import EmulatedMoEPath
-from harness.paths import PluginError
+from harness.plugins import PluginError
 
 
 class _EntryPoint:
@@ -27,7 +28,11 @@ class _Renamed(EmulatedMoEPath):
 @pytest.fixture
 def fake_entry_points(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[_EntryPoint]]:
     found: list[_EntryPoint] = []
-    monkeypatch.setattr(registry, "entry_points", lambda group: list(found))
+    monkeypatch.setattr(
+        harness.plugins,
+        "entry_points",
+        lambda group: list(found) if group == registry.ENTRY_POINT_GROUP else [],
+    )
     registry.moe_paths.cache_clear()
     yield found
     registry.moe_paths.cache_clear()
@@ -45,7 +50,7 @@ def test_entry_point_path_is_registered(fake_entry_points: list[_EntryPoint]) ->
 
 def test_object_without_the_protocol_is_refused(fake_entry_points: list[_EntryPoint]) -> None:
     fake_entry_points.append(_EntryPoint("broken", object()))
-    with pytest.raises(PluginError, match=r"'broken'.*lacks the MoE path protocol"):
+    with pytest.raises(PluginError, match=r"'broken'.*not a MoEPath; see docs/MOE\.md"):
         registry.moe_paths()
 
 

@@ -1,0 +1,64 @@
+"""Named plugins from entry points: one loader for every pluggable registry.
+
+Paths (``qharness.paths``), MoE paths (``qharness.moe_paths``) and loaders
+(``qharness.loaders``) all follow one rule: built-ins first, then entry points, names
+unique. An entry point names an object, a class, or a zero-argument factory; anything that
+fails to load or lacks the expected interface stops with one error naming the entry point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from importlib.metadata import entry_points
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class PluginError(RuntimeError):
+    """An externally registered plugin that cannot be loaded or does not fit its protocol."""
+
+
+def _instantiate(obj: Any, kind: type) -> Any:
+    # A class passes a runtime protocol check too, so classes are always called.
+    if isinstance(obj, type) or (callable(obj) and not isinstance(obj, kind)):
+        return obj()
+    return obj
+
+
+def load_entry_points(group: str, kind: type[T], doc: str) -> list[T]:
+    """Objects registered under ``group``, each checked to be a ``kind``."""
+    found: list[T] = []
+    for ep in entry_points(group=group):
+        try:
+            obj = _instantiate(ep.load(), kind)
+        except Exception as exc:
+            raise PluginError(
+                f"entry point {ep.name!r} ({ep.value}) in group {group} failed to load: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(obj, kind):
+            raise PluginError(
+                f"entry point {ep.name!r} ({ep.value}) in group {group} gave {obj!r}, which is "
+                f"not a {kind.__name__}; see {doc}"
+            )
+        found.append(obj)
+    return found
+
+
+def by_unique_name(items: Iterable[T], what: str) -> dict[str, T]:
+    """Index plugins by their ``name``; two with one name are an error."""
+    named: dict[str, T] = {}
+    for item in items:
+        name = str(getattr(item, "name"))  # noqa: B009 - T is unbounded
+        if name in named:
+            raise PluginError(f"two {what}s are named {name!r}; {what} names must be unique")
+        named[name] = item
+    return named
+
+
+def lookup(registry: dict[str, T], name: str, what: str) -> T:
+    try:
+        return registry[name]
+    except KeyError:
+        raise KeyError(f"unknown {what} {name!r}; known: {sorted(registry)}") from None
