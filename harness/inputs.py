@@ -18,6 +18,7 @@ from harness.schemes import QuantSpec
 
 WIDE_DECADES = 4.0  # 1e-4 .. 1e4 across independently scaled rows or blocks
 NARROW_DECADES = 1.0  # 0.1 .. 10 across elements that share a scale
+UNQUANTIZED_BLOCK = (1, 32)  # unquantized activations get MX-like variety all the same
 
 
 def seed_for(name: str) -> int:
@@ -29,7 +30,7 @@ def generator(name: str) -> torch.Generator:
 
 
 def _log_spread(n: int, decades: float, gen: torch.Generator) -> torch.Tensor:
-    """n factors 10^u, u uniform in [-decades, decades], in a shuffled order."""
+    """n factors 10^u, u evenly spaced in [-decades, decades], in a shuffled order."""
     if n == 1:
         return torch.ones(1)
     exponents = torch.linspace(-decades, decades, n)
@@ -37,16 +38,26 @@ def _log_spread(n: int, decades: float, gen: torch.Generator) -> torch.Tensor:
 
 
 def scaled_normal(name: str, rows: int, cols: int, spec: QuantSpec | None) -> torch.Tensor:
-    """A [rows, cols] bf16-valued float32 tensor whose spread matches ``spec``'s tiles."""
+    """A [rows, cols] bf16-valued float32 tensor whose spread matches ``spec``'s tiles.
+
+    Rows sharing a scale span NARROW_DECADES. Rows with a scale each span WIDE_DECADES;
+    groups of rows with one scale per group (128-row blocks) spread WIDE_DECADES / 2 from
+    group to group, as do column blocks. Every tile thus has its own order of magnitude,
+    and none is all zeros: randn is never exactly zero and bf16 holds the whole range.
+    """
     gen = generator(name)
     x = torch.randn(rows, cols, generator=gen)
-    block_rows, block_cols = (1, 32) if spec is None else spec.block
-    row_decades = WIDE_DECADES if block_rows == 1 else NARROW_DECADES
-    x = x * _log_spread(rows, row_decades, gen)[:, None]
-    if block_cols is not None and block_cols < cols:
-        n_blocks = -(-cols // block_cols)
-        per_block = _log_spread(n_blocks, WIDE_DECADES / 2, gen)
-        x = x * per_block.repeat_interleave(block_cols)[:cols][None, :]
+    block_rows, block_cols = UNQUANTIZED_BLOCK if spec is None else spec.block
+    br = rows if block_rows is None else min(block_rows, rows)
+    bc = cols if block_cols is None else min(block_cols, cols)
+    if br == 1:
+        x = x * _log_spread(rows, WIDE_DECADES, gen)[:, None]
+    else:
+        x = x * _log_spread(rows, NARROW_DECADES, gen)[:, None]
+        row_groups = _log_spread(-(-rows // br), WIDE_DECADES / 2, gen)
+        x = x * row_groups.repeat_interleave(br)[:rows, None]
+    col_blocks = _log_spread(-(-cols // bc), WIDE_DECADES / 2, gen)
+    x = x * col_blocks.repeat_interleave(bc)[None, :cols]
     x = x.to(torch.bfloat16).float()
     if bool((x == 0).any()):
         raise AssertionError(f"input {name} contains zeros; inputs must not")
