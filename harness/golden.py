@@ -35,7 +35,7 @@ MANIFEST_NAME = "MANIFEST.json"
 MANIFEST_FORMAT = 1
 DEFAULT_ROOT = Path(__file__).resolve().parent.parent / "golden"
 # Modules whose import registers golden builders (each suite's case module).
-CASE_MODULES: tuple[str, ...] = ("harness.cases",)
+CASE_MODULES: tuple[str, ...] = ("harness.cases", "harness.mx_cases")
 
 
 @dataclass
