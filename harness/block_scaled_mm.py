@@ -38,17 +38,27 @@ def _round_up(n: int, multiple: int) -> int:
 
 
 # ------------------------------------------------------------------ FP8 1x128 x 128x128
+def _column_major(rows: int, cols: int, device: torch.device) -> torch.Tensor:
+    """Zeros of shape (rows, cols) with strides (1, rows), as the contract spells them out
+    (``.t().contiguous().t()`` keeps row-major strides when a dimension is 1)."""
+    return torch.zeros(rows * cols, dtype=torch.float32, device=device).as_strided(
+        (rows, cols), (1, max(rows, 1))
+    )
+
+
 def blockwise_1x128_scale(grid: torch.Tensor) -> torch.Tensor:
     """[M, K/128] activation scales -> the same values, column-major (stride (1, M))."""
-    return grid.float().t().contiguous().t()
+    out = _column_major(grid.shape[0], grid.shape[1], grid.device)
+    out.copy_(grid)
+    return out
 
 
 def blockwise_128x128_scale(grid: torch.Tensor) -> torch.Tensor:
     """[N/128, K/128] weight scales -> [L4, N/128] column-major, K blocks padded to 4."""
     n_blocks, k_blocks = grid.shape
-    padded = torch.zeros(n_blocks, _round_up(k_blocks, 4), dtype=torch.float32, device=grid.device)
-    padded[:, :k_blocks] = grid.float()
-    return padded.t()
+    out = _column_major(_round_up(k_blocks, 4), n_blocks, grid.device)
+    out[:k_blocks].copy_(grid.t())
+    return out
 
 
 def blockwise_scaled_mm(
