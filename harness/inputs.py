@@ -3,9 +3,10 @@
 Each input is derived from a name (sha256 -> seed) so cases are independent of test order
 and of each other. Values are rounded to bfloat16, as real model weights and activations
 are, and stored in the goldens, so a change in torch's RNG shows up as a stale golden rather
-than a silent change of inputs. Magnitudes follow the scheme's scale granularity: elements
-that get their own scale (rows with per-row scales, blocks with per-block scales) span
-1e-4..1e4, elements that share one scale span 0.1..10, so no tile is rounded to all zeros.
+than a silent change of inputs. Magnitudes follow the scheme's scale tiles along both axes:
+rows with a scale each span 1e-4..1e4, groups of rows (128-row blocks) and column blocks
+(1x32 MX, 1x128 / 128x128 FP8) spread 1e-2..1e2 from tile to tile, and elements that share
+one scale span 0.1..10, so tiles get very different scales and none rounds to all zeros.
 """
 
 from __future__ import annotations
