@@ -88,6 +88,7 @@ def _exact(amax: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
 _F32_MANT_BITS = 23
 _F32_MANT_MASK = (1 << _F32_MANT_BITS) - 1
 _F32_EXP_FIELD_INF = 0xFF
+_F32_EXP_BIAS = 127
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ def _e8m0_rule(exponent: ExponentRule) -> ScaleRule:
         bits = amax.float().contiguous().view(torch.int32)
         exp_field = (bits >> _F32_MANT_BITS) & 0xFF
         mantissa = bits & _F32_MANT_MASK
-        e = exponent(exp_field - 127, mantissa, element)
+        e = exponent(exp_field - _F32_EXP_BIAS, mantissa, element)
         code = (e + E8M0_BIAS).clamp(0, E8M0_MAX_CODE)
         code = torch.where(exp_field == 0, torch.zeros_like(code), code)  # zero or subnormal
         nonfinite = exp_field == _F32_EXP_FIELD_INF  # NaN or Inf in the block
