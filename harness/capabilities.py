@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.formats import encode, get_format
+from harness.block_scaled_mm import FP8_BLOCK, MX_BLOCK, blockwise_scaled_mm, mx_scaled_mm
+from harness.formats import decode, e8m0_decode, encode, get_format
 from harness.platform import PlatformInfo
 
 Probe = Callable[[torch.device], None]
@@ -75,13 +76,16 @@ def why_not(platform: PlatformInfo, name: str) -> str:
 # that a capability disappearing from a platform fails a test instead of turning into skips.
 _FP8_FN_MM = frozenset({"scaled_mm.tensorwise.e4m3fn", "scaled_mm.rowwise.e4m3fn"})
 _FP8_FNUZ_MM = frozenset({"scaled_mm.tensorwise.e4m3fnuz", "scaled_mm.rowwise.e4m3fnuz"})
+# Block-scaled FP8 (1x128 x 128x128) on sm_90 depends on the cuBLAS version (12.9+) and
+# MX on gfx950 on the hipBLASLt build, so those stay probe-only; MX is cuBLAS's on sm_100.
+_MX_MM = frozenset({"scaled_mm.mx.e4m3fn", "scaled_mm.mx.e2m1"})
 EXPECTED: dict[str, frozenset[str]] = {
     # torch >= 2.13 CPU builds run both FP8 flavours tensor-wise and row-wise, and the bf16
     # grouped GEMM (MoE) with an empty group.
     "cpu": _FP8_FN_MM | _FP8_FNUZ_MM | {"scaled_mm.fp32_out_bias", "grouped_mm.bf16"},
     "sm_89": _FP8_FN_MM,
     "sm_90": _FP8_FN_MM,
-    "sm_100": _FP8_FN_MM,
+    "sm_100": _FP8_FN_MM | _MX_MM,
     "gfx942": _FP8_FNUZ_MM,
     "gfx950": _FP8_FN_MM,
 }
@@ -192,3 +196,69 @@ def _register_scaled_grouped_probe(fmt_name: str) -> None:
 
 for _fmt in ("e4m3fn", "e4m3fnuz"):
     _register_scaled_grouped_probe(_fmt)
+
+
+# ------------------------------------------------------------- block-scaled probes
+# Same small integers; every block gets its own power-of-two scale, so a scale placed in
+# the wrong block changes the answer. All partial sums are exact in float32, so the kernel
+# result is the float64 product rounded once to bfloat16, whatever the summation order.
+_BLOCK_M, _BLOCK_N, _BLOCK_K = 16, 2 * FP8_BLOCK, 2 * FP8_BLOCK
+_MX_M, _MX_N, _MX_K = 16, 64, 4 * MX_BLOCK
+
+
+def _int_operands(m: int, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    a = (torch.arange(m * k).reshape(m, k) % 5 - 2).float()
+    b = (torch.arange(n * k).reshape(n, k) % 3 - 1).float()
+    return a, b
+
+
+def _pow2_grid(rows: int, cols: int) -> torch.Tensor:
+    """Exponents -1, 0, 1 that change from block to block along both axes (not symmetric)."""
+    r = torch.arange(rows)[:, None]
+    c = torch.arange(cols)[None, :]
+    return ((r + 2 * c) % 3 - 1).to(torch.int32)
+
+
+def _expected(a: torch.Tensor, sa: torch.Tensor, b: torch.Tensor, sb: torch.Tensor) -> torch.Tensor:
+    """float64 product of block-scaled operands (scales [rows/br, K/bc] broadcast)."""
+
+    def full(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        br, bc = x.shape[0] // s.shape[0], x.shape[1] // s.shape[1]
+        return x.double() * s.double().repeat_interleave(br, 0).repeat_interleave(bc, 1)
+
+    return (full(a, sa) @ full(b, sb).t()).to(torch.bfloat16)
+
+
+def _register_blockwise_probe(fmt_name: str) -> None:
+    @probe(f"scaled_mm.blockwise.{fmt_name}")
+    def blockwise(device: torch.device) -> None:
+        a, b = _int_operands(_BLOCK_M, _BLOCK_N, _BLOCK_K)
+        sa = torch.exp2(_pow2_grid(_BLOCK_M, _BLOCK_K // FP8_BLOCK).float())
+        sb = torch.exp2(_pow2_grid(_BLOCK_N // FP8_BLOCK, _BLOCK_K // FP8_BLOCK).float())
+        a_codes, b_codes = encode(a, fmt_name), encode(b, fmt_name)
+        out = blockwise_scaled_mm(
+            a_codes.to(device), sa.to(device), b_codes.to(device), sb.to(device),
+            fmt_name, torch.bfloat16,
+        )  # fmt: skip
+        _check(out, _expected(a, sa, b, sb))
+
+
+def _register_mx_probe(fmt_name: str) -> None:
+    @probe(f"scaled_mm.mx.{fmt_name}")
+    def mx(device: torch.device) -> None:
+        a, b = _int_operands(_MX_M, _MX_N, _MX_K)
+        sa_codes = (127 + _pow2_grid(_MX_M, _MX_K // MX_BLOCK)).to(torch.uint8)
+        sb_codes = (127 + _pow2_grid(_MX_N, _MX_K // MX_BLOCK).flip(0)).to(torch.uint8)
+        a_codes, b_codes = encode(a, fmt_name), encode(b, fmt_name)
+        out = mx_scaled_mm(
+            a_codes.to(device), sa_codes.to(device), b_codes.to(device), sb_codes.to(device),
+            fmt_name, torch.bfloat16,
+        )  # fmt: skip
+        a_val, b_val = decode(a_codes, fmt_name), decode(b_codes, fmt_name)
+        _check(out, _expected(a_val, e8m0_decode(sa_codes), b_val, e8m0_decode(sb_codes)))
+
+
+for _fmt in ("e4m3fn", "e4m3fnuz"):
+    _register_blockwise_probe(_fmt)
+for _fmt in ("e4m3fn", "e2m1"):
+    _register_mx_probe(_fmt)

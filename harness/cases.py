@@ -16,12 +16,22 @@ import torch
 from harness.golden import GoldenData, register_golden
 from harness.inputs import bias_vector, scaled_normal
 from harness.paths import LinearProblem, linear_paths
-from harness.quantize import QuantizedLinear, QuantizedTensor, quantize_activation, quantize_linear
+from harness.quantize import (
+    QuantizedLinear,
+    QuantizedTensor,
+    quantize_activation,
+    quantize_linear,
+    scale_from_stored,
+    stored_scale,
+)
 from harness.schemes import SCHEMES, get_scheme
 
-# M x N x K. M=1 is the decode case; 37 and 72 are not multiples of 16. K is a multiple of
-# 128 so that block-scaled schemes have whole blocks; two K-blocks of 128, eight of 32.
-LINEAR_SHAPES: tuple[tuple[int, int, int], ...] = ((32, 64, 256), (1, 64, 256), (37, 72, 256))
+# M x N x K. M=1 is the decode case; 37 is not a multiple of 16. K is a multiple of 128 so
+# that block-scaled schemes have whole blocks (one or two 128-blocks, four or eight MX
+# blocks per row). N=128 with K=256 is the one shape the 128x128-block native kernels take
+# (they need N and K multiples of 128). Shapes stay small: every scheme stores its inputs,
+# codes and reference in the golden store, which must stay a few MiB in all.
+LINEAR_SHAPES: tuple[tuple[int, int, int], ...] = ((37, 16, 128), (1, 16, 256), (8, 128, 256))
 OUT_DTYPES: dict[str, torch.dtype] = {
     "bf16": torch.bfloat16,
     "fp16": torch.float16,
@@ -127,13 +137,13 @@ def build_linear_golden(scheme_name: str) -> GoldenData:
         for name, value in inputs.items():
             data.exact[f"{key}.{name}"] = value.to(torch.bfloat16)
         data.exact[f"{key}.w_codes"] = layer.weight.codes
-        data.exact[f"{key}.w_scale"] = layer.weight.scale
-        if layer.input_scale is not None:
-            data.exact[f"{key}.input_scale"] = layer.input_scale
+        data.exact[f"{key}.w_scale"] = stored_scale(layer.weight.scale, scheme.weight)
+        if layer.input_scale is not None and scheme.activation is not None:
+            data.exact[f"{key}.input_scale"] = stored_scale(layer.input_scale, scheme.activation)
         a = inputs["x"].double()
         if xq is not None:
             data.exact[f"{key}.x_codes"] = xq.codes
-            data.exact[f"{key}.x_scale"] = xq.scale
+            data.exact[f"{key}.x_scale"] = stored_scale(xq.scale, xq.spec)
             a = xq.dequantize().double()
         # Reference without bias: float64 product of the exact dequantized operands.
         y = a @ layer.weight.dequantize().double().t()
@@ -170,8 +180,11 @@ def load_linear_case(
     scheme = get_scheme(scheme_name)
     key = shape_id(shape)
     t = data.tensors
-    weight = QuantizedTensor(t[f"{key}.w_codes"], t[f"{key}.w_scale"], scheme.weight)
-    input_scale = t.get(f"{key}.input_scale")
+    w_scale = scale_from_stored(t[f"{key}.w_scale"], scheme.weight)
+    weight = QuantizedTensor(t[f"{key}.w_codes"], w_scale, scheme.weight)
+    input_scale = None
+    if f"{key}.input_scale" in t and scheme.activation is not None:
+        input_scale = scale_from_stored(t[f"{key}.input_scale"], scheme.activation)
     layer = QuantizedLinear(scheme, weight, input_scale, t[f"{key}.bias"].float() if bias else None)
     inputs = {name: t[f"{key}.{name}"].float() for name in ("x", "w", "bias")}
     return LoadedLinearCase(layer, inputs["x"], t[f"{key}.y_ref"], inputs)

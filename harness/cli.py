@@ -89,12 +89,10 @@ def _print_moe_dispatch(moe: dict[str, Any]) -> None:
     for scheme, d in moe["schemes"].items():
         runs = "native runs here" if d["native_runs_here"] else f"not native: {d['reason']}"
         print(f"  {scheme:<32} {d['decision'] or 'NO DECISION':<28} {runs}")
-    print("  table (registered schemes; pending names filtered):")
+    print("  table:")
     for key, row in moe["table"].items():
         cells = "; ".join(f"{dec}: {', '.join(names) or '-'}" for dec, names in row.items())
         print(f"    {key:<8} {cells}")
-    if moe["pending_schemes"]:
-        print(f"  pending (named in the table, not registered yet): {len(moe['pending_schemes'])}")
     for problem in moe["problems"]:
         print(f"  TABLE PROBLEM: {problem}")
 

@@ -121,3 +121,23 @@ def bit_mismatches(actual: torch.Tensor, expected: torch.Tensor) -> int:
 def _bits(t: torch.Tensor) -> torch.Tensor:
     view = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.uint8}[t.element_size()]
     return t.contiguous().view(view)
+
+
+def cancellation_db(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> float:
+    """How far the exact outputs x @ w^T + bias fall below the energy of their terms, in dB.
+
+    10*log10(||y||^2 / sum over outputs of (sum_k (x_k w_k)^2 + b^2)), computed in float64
+    from the unquantized operands. Quantization errors of distinct products are independent,
+    so the noise of an output scales with the energy of its terms, not with the output
+    itself; when terms cancel (|y| small next to them) the plain SQNR drops by this much
+    without any loss of quality. Adding it back gives an SQNR that a per-product error
+    bound can floor (see harness.schemes, SQNR floors). Zero on average for random signs.
+    """
+    x64, w64 = x.detach().double().cpu(), w.detach().double().cpu()
+    y = x64 @ w64.t()
+    energy = (x64 * x64) @ (w64 * w64).t()
+    if bias is not None:
+        b64 = bias.detach().double().cpu()
+        y = y + b64
+        energy = energy + b64 * b64
+    return float(10 * torch.log10(y.pow(2).sum() / energy.sum()))

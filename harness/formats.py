@@ -18,10 +18,15 @@ from enum import Enum
 import torch
 
 __all__ = [
+    "E8M0_BIAS",
+    "E8M0_MAX_CODE",
+    "E8M0_NAN_CODE",
     "FORMATS",
     "ElementFormat",
     "Specials",
     "decode",
+    "e8m0_decode",
+    "e8m0_encode",
     "encode",
     "get_format",
     "pack_fp4",
@@ -230,3 +235,53 @@ def unpack_fp4(packed: torch.Tensor) -> torch.Tensor:
     """Inverse of `pack_fp4`."""
     lo, hi = packed & 0xF, packed >> 4
     return torch.stack([lo, hi], dim=-1).flatten(-2)
+
+
+# ------------------------------------------------------------------------------- E8M0
+# The OCP MX scale format: 8 exponent bits, no sign, no mantissa. Code c stands for
+# 2^(c - 127); 0xFF is NaN; there is no zero. Code 0 (2^-127) is a float32 *subnormal*,
+# so both directions work on float32 bit patterns with integer ops: nothing here can
+# flush it to zero or round it.
+E8M0_BIAS = 127
+E8M0_MAX_CODE = 0xFE  # 2^127
+E8M0_NAN_CODE = 0xFF
+_F32_MANTISSA_BITS = 23
+_F32_QUIET_NAN_BITS = 0x7FC00000
+_F32_TWO_POW_M127_BITS = 1 << (_F32_MANTISSA_BITS - 1)  # 2^-127: subnormal, top mantissa bit
+
+
+def e8m0_decode(codes: torch.Tensor) -> torch.Tensor:
+    """E8M0 codes (uint8) -> float32 scales: 2^(c-127), NaN for 0xFF, exactly."""
+    if codes.dtype != torch.uint8:
+        raise TypeError(f"E8M0 codes must be uint8, got {codes.dtype}")
+    c = codes.to(torch.int32)
+    bits = torch.where(c == 0, torch.full_like(c, _F32_TWO_POW_M127_BITS), c << _F32_MANTISSA_BITS)
+    bits = torch.where(c == E8M0_NAN_CODE, torch.full_like(c, _F32_QUIET_NAN_BITS), bits)
+    return bits.view(torch.float32)
+
+
+def e8m0_encode(scales: torch.Tensor) -> torch.Tensor:
+    """float32 scales that are powers of two in [2^-127, 2^127] (or NaN) -> E8M0 codes.
+
+    This is a lossless conversion, not a rounding: a scale E8M0 cannot hold exactly (zero,
+    negative, infinite, not a power of two, outside the range) raises, so a stored code
+    always means exactly the scale that was used. Choosing a scale is `harness.scales`' job.
+    """
+    if scales.dtype != torch.float32:
+        raise TypeError(f"E8M0 encoding takes float32 scales, got {scales.dtype}")
+    bits = scales.contiguous().view(torch.int32)
+    exp_field = (bits >> _F32_MANTISSA_BITS) & 0xFF
+    mantissa = bits & ((1 << _F32_MANTISSA_BITS) - 1)
+    nan = torch.isnan(scales)
+    normal_pow2 = (bits > 0) & (mantissa == 0) & (exp_field >= 1) & (exp_field <= E8M0_MAX_CODE)
+    min_scale = bits == _F32_TWO_POW_M127_BITS
+    bad = ~(nan | normal_pow2 | min_scale)
+    if bool(bad.any()):
+        examples = scales[bad].flatten()[:4].tolist()
+        raise ValueError(
+            f"{int(bad.sum())} scale(s) are not E8M0 values (powers of two in [2^-127, 2^127] "
+            f"or NaN), e.g. {examples}; E8M0 scales must come from an E8M0 scale rule"
+        )
+    code = torch.where(min_scale, torch.zeros_like(exp_field), exp_field)
+    code = torch.where(nan, torch.full_like(code, E8M0_NAN_CODE), code)
+    return code.to(torch.uint8).reshape(scales.shape)

@@ -34,7 +34,12 @@ MANIFEST_NAME = "MANIFEST.json"
 MANIFEST_FORMAT = 1
 DEFAULT_ROOT = Path(__file__).resolve().parent.parent / "golden"
 # Modules whose import registers golden builders (each suite's case module).
-CASE_MODULES: tuple[str, ...] = ("harness.cases", "harness.loading_cases", "harness.moe_cases")
+CASE_MODULES: tuple[str, ...] = (
+    "harness.cases",
+    "harness.mx_cases",
+    "harness.loading_cases",
+    "harness.moe_cases",
+)
 
 
 @dataclass

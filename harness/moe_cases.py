@@ -29,7 +29,7 @@ from harness.moe_paths import MoEProblem, moe_paths
 from harness.quantize import QuantizedTensor
 from harness.schemes import SCHEMES, get_scheme
 
-MOE_HIDDEN = 64
+MOE_HIDDEN = 32
 MOE_INTERMEDIATE = 32
 MAX_EXPERTS = 16
 MAX_TOKENS = 64

@@ -7,19 +7,11 @@ it takes. Every scheme is named explicitly; nothing is decided from a scheme nam
 (a prefix test once sent w_mxfp4_a_mxfp6_* schemes to a kernel that only ran pure
 w_mxfp4). `dispatch_problems` checks the table against the scheme registry and against
 each kernel's own contract (`accepts`), and the suites run it.
-
-PENDING_SCHEMES (read this when merging scheme branches)
-    The table names the full intended scheme list, including schemes another branch
-    registers. Names not registered yet are listed in `PENDING_SCHEMES`; they are the only
-    names the checks let through unregistered, and `active_table` filters them out. Once
-    they are registered, `dispatch_problems` reports every registered name still in
-    PENDING_SCHEMES: delete it from the set (the set ends empty). Any other unregistered
-    name in the table is an error that names the row and the scheme.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from typing import Protocol
 
 from harness.platform import PlatformInfo
@@ -34,8 +26,18 @@ SCALED_GROUPED_ROWWISE = "scaled_grouped_mm.rowwise"  # FP8 codes, torch._scaled
 # ----------------------------------------------------------------- scheme name groups
 # FP8 schemes whose weight and activation scales are per-tensor or per-row: the shapes a
 # row-wise scaled grouped GEMM takes ([M] activation scales, [E, N] weight scales).
-FP8_ROWWISE_FN: frozenset[str] = frozenset({"fp8_per_tensor", "fp8_per_channel"})
-FP8_ROWWISE_FNUZ: frozenset[str] = frozenset({"fp8_per_tensor_fnuz", "fp8_per_channel_fnuz"})
+FP8_ROWWISE_FN: frozenset[str] = frozenset(
+    {"fp8_per_tensor", "fp8_per_channel", "fp8_w_per_channel_a_static"}
+)
+FP8_ROWWISE_FNUZ: frozenset[str] = frozenset(
+    {
+        "fp8_per_tensor_fnuz",
+        "fp8_per_tensor_fnuz_clamp224",
+        "fp8_per_channel_fnuz",
+        "fp8_per_channel_fnuz_clamp224",
+        "fp8_w_per_channel_a_static_fnuz",
+    }
+)
 # FP8 with 128x128 weight / 1x128 activation blocks: no grouped block-scaled kernel is wired.
 FP8_BLOCK: frozenset[str] = frozenset({"fp8_per_block", "fp8_per_block_fnuz"})
 MX_SCHEMES: frozenset[str] = frozenset(
@@ -52,15 +54,15 @@ MX_SCHEMES: frozenset[str] = frozenset(
         "w_mxfp6_e2m3_a_mxfp6_e2m3",
         "w_mxfp6_e2m3_a_fp8",
         "w_mxfp8_a_mxfp8",
+        # the same recipes with the other E8M0 scale-rounding modes
+        "w_mxfp4_a_mxfp4@rceil",
+        "w_mxfp4_a_mxfp4@even",
+        "w_mxfp4_a_mxfp4@ceil",
+        "w_mxfp8_a_mxfp8@rceil",
     }
 )
 ALL_INTENDED: frozenset[str] = FP8_ROWWISE_FN | FP8_ROWWISE_FNUZ | FP8_BLOCK | MX_SCHEMES
 
-# ----------------------------------------------------- PENDING (delete after the merge)
-# Scheme names in the table that this branch does not register yet (they arrive with the
-# schemes branch). After merging it, delete each name from this set; the table checks fail
-# and name every entry to delete while a registered scheme is still listed here.
-PENDING_SCHEMES: frozenset[str] = ALL_INTENDED - {"fp8_per_tensor"}
 
 # --------------------------------------------------------------------------- the table
 DispatchRow = Mapping[str, frozenset[str]]  # decision -> scheme names
@@ -125,23 +127,15 @@ def dispatch_problems(
     schemes: Mapping[str, Scheme],
     kernels: Mapping[str, KernelContract],
     table: Mapping[str, DispatchRow] = MOE_NATIVE_DISPATCH,
-    pending: Collection[str] = PENDING_SCHEMES,
 ) -> list[str]:
     """Everything wrong with ``table``; empty when every check holds.
 
     * every registered scheme has exactly one decision in every row;
-    * every name in the table is a registered scheme, or listed in ``pending``;
-    * no registered scheme is still listed in ``pending``;
+    * every name in the table is a registered scheme;
     * every decision is `EMULATE` or a known kernel, and every registered scheme sent to a
       kernel is one that kernel's contract (`accepts`) says it can run.
     """
     problems: list[str] = []
-    stale = sorted(set(pending) & set(schemes))
-    if stale:
-        problems.append(
-            f"PENDING_SCHEMES lists registered scheme(s) {stale}: delete them from "
-            "PENDING_SCHEMES in harness/moe_dispatch.py"
-        )
     for key, row in sorted(table.items()):
         seen: dict[str, str] = {}
         for dec, names in sorted(row.items()):
@@ -158,11 +152,10 @@ def dispatch_problems(
                     )
                 seen[name] = dec
                 if name not in schemes:
-                    if name not in pending:
-                        problems.append(
-                            f"row {key!r}: {name!r} is not a registered scheme (and not in "
-                            "PENDING_SCHEMES); fix the name or register the scheme"
-                        )
+                    problems.append(
+                        f"row {key!r}: {name!r} is not a registered scheme; fix the name or "
+                        "register the scheme"
+                    )
                     continue
                 if dec != EMULATE:
                     ok, reason = kernels[dec].accepts(schemes[name])
@@ -175,16 +168,11 @@ def dispatch_problems(
     return problems
 
 
-def active_table(
-    registered: Collection[str],
+def table_json(
     table: Mapping[str, DispatchRow] = MOE_NATIVE_DISPATCH,
-    pending: Collection[str] = PENDING_SCHEMES,
 ) -> dict[str, dict[str, list[str]]]:
-    """The table as it applies now: pending names (and only those) filtered out."""
-    out: dict[str, dict[str, list[str]]] = {}
-    for key, row in sorted(table.items()):
-        out[key] = {
-            dec: sorted(n for n in names if n in registered or n not in pending)
-            for dec, names in sorted(row.items())
-        }
-    return out
+    """The table with sorted lists, for JSON output."""
+    return {
+        key: {dec: sorted(names) for dec, names in sorted(row.items())}
+        for key, row in sorted(table.items())
+    }

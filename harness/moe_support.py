@@ -12,11 +12,10 @@ from typing import Any
 from harness.moe_cases import MOE_HIDDEN, MOE_INTERMEDIATE
 from harness.moe_dispatch import (
     EMULATE,
-    PENDING_SCHEMES,
-    active_table,
     decision,
     dispatch_problems,
     platform_key,
+    table_json,
 )
 from harness.moe_paths import MoEProblem
 from harness.moe_paths.kernels import MOE_KERNELS
@@ -44,8 +43,7 @@ def moe_dispatch_report(platform: PlatformInfo) -> dict[str, Any]:
     return {
         "platform_key": key,
         "schemes": schemes,
-        "table": active_table(SCHEMES),
-        "pending_schemes": sorted(PENDING_SCHEMES),
+        "table": table_json(),
         "problems": dispatch_problems(SCHEMES, MOE_KERNELS),
         "emulate_decision": EMULATE,
     }

@@ -3,17 +3,20 @@
 Every granularity is a tile of ``block = (rows, cols)`` elements of a 2-D tensor
 ``[rows, K]`` (K is the reduction dimension) sharing one scale: per-tensor is one tile,
 per-channel/per-token is ``(1, K)``, FP8 block scaling is ``(128, 128)`` or ``(1, 128)``,
-MX is ``(1, 32)``. Scales are kept as float32 values on a tile grid ``[ceil(R/r), ceil(K/c)]``.
+MX is ``(1, 32)``. Scales are kept as float32 values on a tile grid ``[ceil(R/r), ceil(K/c)]``;
+E8M0 (MX) scales are float32 powers of two (NaN for the 0xFF code), exactly representable,
+and are stored in their own format (uint8 E8M0 codes) by `stored_scale`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from harness.formats import decode, encode
+from harness.formats import decode, e8m0_decode, e8m0_encode, encode
 from harness.scales import compute_scale
 from harness.schemes import QuantSpec, Scheme
 
@@ -34,6 +37,39 @@ class QuantizedTensor:
 
     def to(self, device: torch.device | str) -> QuantizedTensor:
         return QuantizedTensor(self.codes.to(device), self.scale.to(device), self.spec)
+
+
+def _fp32_scale(scale: torch.Tensor) -> torch.Tensor:
+    if scale.dtype != torch.float32:
+        raise TypeError(f"fp32 scales must be stored as float32, got {scale.dtype}")
+    return scale
+
+
+# scale format -> (float32 scale -> stored tensor, stored tensor -> float32 scale). Both
+# directions are exact; a scale the format cannot hold raises instead of rounding.
+SCALE_STORAGE: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], ...]] = {
+    "fp32": (_fp32_scale, _fp32_scale),
+    "e8m0": (e8m0_encode, e8m0_decode),
+}
+
+
+def _storage(spec: QuantSpec) -> tuple[Callable[[torch.Tensor], torch.Tensor], ...]:
+    try:
+        return SCALE_STORAGE[spec.scale_format]
+    except KeyError:
+        raise KeyError(
+            f"no storage for scale format {spec.scale_format!r}; known: {sorted(SCALE_STORAGE)}"
+        ) from None
+
+
+def stored_scale(scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """Scales as a checkpoint stores them: float32, or uint8 E8M0 codes for MX."""
+    return _storage(spec)[0](scale.float())
+
+
+def scale_from_stored(stored: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """Inverse of `stored_scale`: float32 scales, bit for bit."""
+    return _storage(spec)[1](stored)
 
 
 def tile_shape(spec: QuantSpec, shape: torch.Size | tuple[int, ...]) -> tuple[int, int]:

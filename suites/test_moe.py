@@ -62,8 +62,8 @@ def _golden(golden_store: Any, entry: str) -> Any:
 
 # ------------------------------------------------------------------ dispatch table
 def test_moe_dispatch_table_is_consistent() -> None:
-    """Every registered scheme has one decision per row; every name is registered (or
-    pending); every kernel decision is one the kernel's contract accepts."""
+    """Every registered scheme has one decision per row; every name is registered; every
+    kernel decision is one the kernel's contract accepts."""
     problems = dispatch_problems(SCHEMES, MOE_KERNELS)
     assert not problems, "MoE dispatch table:\n  " + "\n  ".join(problems)
 

@@ -1,8 +1,8 @@
 """The memory model against real tensors, and the forward check against paths that waste
 memory on purpose (it must catch them) and the real ones (it must pass them).
 
-Specs are written by hand, so MX and FP8-block layouts are covered before any such scheme is
-registered; their scales use the "exact" rule, which changes scale values, not their count.
+Specs are written by hand (as the registered MX and FP8-block schemes define them), so each
+layout is pinned here independently of the registry.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ CPU = PlatformInfo("cpu", "test", "test", torch.__version__, None, None)
 CUDA = PlatformInfo("cuda", "sm_90", "test", torch.__version__, "12.8", None)
 ROCM = PlatformInfo("rocm", "gfx942", "test", torch.__version__, None, "6.4")
 
-MXFP4 = QuantSpec("e2m1", block=(1, 32), scale_format="e8m0", scale_rounding="exact")
-MXFP6 = QuantSpec("e3m2", block=(1, 32), scale_format="e8m0", scale_rounding="exact")
-MXFP8 = QuantSpec("e4m3fn", block=(1, 32), scale_format="e8m0", scale_rounding="exact")
+MXFP4 = QuantSpec("e2m1", block=(1, 32), scale_format="e8m0", scale_rounding="floor")
+MXFP6 = QuantSpec("e3m2", block=(1, 32), scale_format="e8m0", scale_rounding="floor")
+MXFP8 = QuantSpec("e4m3fn", block=(1, 32), scale_format="e8m0", scale_rounding="floor")
 FP8_BLOCK = QuantSpec("e4m3fn", block=(128, 128))
 FP8_ROW = QuantSpec("e4m3fn", block=(1, None))
 FP8_TENSOR = QuantSpec("e4m3fn")
@@ -50,7 +50,7 @@ SPECS = {
 def _hand_scheme(name: str, spec: QuantSpec) -> Scheme:
     """Weight ``spec``; activations per token in groups of the weight's block width."""
     block = (1, spec.block[1])
-    activation = QuantSpec(spec.format, block, spec.scale_format, "exact", dynamic=True)
+    activation = QuantSpec(spec.format, block, spec.scale_format, spec.scale_rounding, dynamic=True)
     return Scheme(name, "test", spec, activation, sqnr_floor_db=0.0, description="test only")
 
 

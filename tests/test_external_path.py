@@ -15,7 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.cases import LINEAR_SHAPES, shape_id
+from harness.schemes import SCHEMES
 from tests.conftest import REPO_ROOT
+
+BIG = shape_id(max(LINEAR_SHAPES))  # the largest M: every vendor path runs it
+ONE = shape_id(next(s for s in LINEAR_SHAPES if s[0] == 1))  # the decode shape, M=1
 
 PATH_MODULE = '''
 import torch
@@ -94,7 +99,7 @@ def test_external_paths_are_parametrized_like_builtins(vendor: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     ids = result.stdout
     for name in ("vendor_good", "vendor_nobias", "vendor_raises", "vendor_picky", "native"):
-        assert f"test_linear[fp8_per_tensor-{name}-32x64x256-bias-bf16]" in ids
+        assert f"test_linear[fp8_per_tensor-{name}-{BIG}-bias-bf16]" in ids
 
 
 def test_external_paths_run_and_wrong_ones_fail_clearly(vendor: Path, tmp_path: Path) -> None:
@@ -103,31 +108,31 @@ def test_external_paths_run_and_wrong_ones_fail_clearly(vendor: Path, tmp_path: 
         vendor,
         "suites/test_linear.py",
         "-k",
-        "vendor and 32x64x256 and bf16",
+        f"vendor and {BIG} and bf16",
         f"--qharness-results={results}",
         "-q",
     )
     out = result.stdout
     assert result.returncode == 1, out
-    assert "test_linear[fp8_per_tensor-vendor_good-32x64x256-bias-bf16] PASSED" not in out
+    assert f"test_linear[fp8_per_tensor-vendor_good-{BIG}-bias-bf16] PASSED" not in out
     import json
 
     records = {
         r["nodeid"].split("[")[1].rstrip("]"): r for r in json.loads(results.read_text())["records"]
     }
-    assert records["fp8_per_tensor-vendor_good-32x64x256-bias-bf16"]["outcome"] == "passed"
-    assert records["fp8_per_tensor-vendor_good-32x64x256-nobias-bf16"]["outcome"] == "passed"
+    assert records[f"fp8_per_tensor-vendor_good-{BIG}-bias-bf16"]["outcome"] == "passed"
+    assert records[f"fp8_per_tensor-vendor_good-{BIG}-nobias-bf16"]["outcome"] == "passed"
     # A dropped bias is caught against the golden reference ...
-    dropped = records["fp8_per_tensor-vendor_nobias-32x64x256-bias-bf16"]
+    dropped = records[f"fp8_per_tensor-vendor_nobias-{BIG}-bias-bf16"]
     assert dropped["outcome"] == "failed"
     assert "vs golden reference" in dropped["reason"]
     # ... and is harmless (so it passes) when the layer has no bias.
-    assert records["fp8_per_tensor-vendor_nobias-32x64x256-nobias-bf16"]["outcome"] == "passed"
-    raised = records["fp8_per_tensor-vendor_raises-32x64x256-bias-bf16"]
+    assert records[f"fp8_per_tensor-vendor_nobias-{BIG}-nobias-bf16"]["outcome"] == "passed"
+    raised = records[f"fp8_per_tensor-vendor_raises-{BIG}-bias-bf16"]
     assert raised["outcome"] == "failed"
     assert "path 'vendor_raises' raised" in raised["reason"]
     assert "kernel launch failed" in raised["reason"]
-    picky = records["fp8_per_tensor-vendor_picky-32x64x256-bias-bf16"]
+    picky = records[f"fp8_per_tensor-vendor_picky-{BIG}-bias-bf16"]
     assert picky["outcome"] == "passed"
 
 
@@ -139,7 +144,7 @@ def test_unsupported_external_case_is_a_counted_skip_with_its_reason(
         vendor,
         "suites/test_linear.py",
         "-k",
-        "vendor_picky and 1x64x256",
+        f"vendor_picky and {ONE}",
         f"--qharness-results={results}",
         "-q",
     )
@@ -149,7 +154,8 @@ def test_unsupported_external_case_is_a_counted_skip_with_its_reason(
     import json
 
     summary = json.loads(results.read_text())["summary"]
-    assert summary["skip_reasons"] == {"vendor_picky: only M >= 16": 6}
+    # every scheme x (bias, no bias) x (bf16, fp16, fp32) at M=1
+    assert summary["skip_reasons"] == {"vendor_picky: only M >= 16": len(SCHEMES) * 2 * 3}
 
 
 def test_a_broken_entry_point_is_one_clear_error(tmp_path: Path) -> None:

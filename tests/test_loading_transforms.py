@@ -6,13 +6,12 @@ from dataclasses import replace
 
 import pytest
 import torch
-from local_schemes import register_local_schemes
 
 from harness.formats import decode, encode
 from harness.loaders import loaders
 from harness.loading_cases import CASES, FLAVOURS, build_case_checkpoint
 from harness.loading_invariants import bias_application_counts, check_loader, one_ulp_violations
-from harness.schemes import get_scheme
+from harness.schemes import SCHEMES, get_scheme
 from harness.transforms import (
     SCALE_SLOT_SENTINEL,
     LoadError,
@@ -205,12 +204,12 @@ def test_bias_application_counts_tell_0_1_2_apart() -> None:
         bias_application_counts(y0, y0, bias, torch.full_like(y0, 0.3))
 
 
-def test_every_granularity_and_flavour_loads_correctly(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Per-channel, per-block and e4m3fnuz schemes (test-local) through both loaders."""
+def test_every_granularity_and_flavour_loads_correctly() -> None:
+    """Every registered FP8 scheme (each granularity, both flavours) through every loader."""
     reference = loaders()["fp8"]
     checked = 0
     refused: set[tuple[str, str]] = set()
-    schemes = register_local_schemes(monkeypatch)
+    schemes = tuple(sorted(n for n, s in SCHEMES.items() if s.family == "fp8"))
     for scheme in schemes:
         for case in CASES:
             ckpt, _ = build_case_checkpoint(scheme, case.name)
@@ -224,6 +223,12 @@ def test_every_granularity_and_flavour_loads_correctly(monkeypatch: pytest.Monke
                     problems = check_loader(loader, ckpt, flavour, reference)
                     assert not problems, f"{scheme}/{case.name}/{flavour}: {problems}"
                     checked += 1
-    # Only the 240-saturating e4m3fnuz scheme has no exact e4m3fn form.
-    assert refused == {("local_fp8_per_channel_fnuz240", "e4m3fn")}
-    assert checked == (len(schemes) * 2 - 1) * len(CASES) * len(loaders())
+    # Only e4m3fnuz schemes saturating above 224 have no exact e4m3fn form (240 -> 480 > 448).
+    no_fn_form = {
+        (n, "e4m3fn")
+        for n in schemes
+        if SCHEMES[n].weight.format == "e4m3fnuz" and SCHEMES[n].weight.qmax > 224
+    }
+    assert no_fn_form, "the registry should hold a 240-saturating e4m3fnuz scheme"
+    assert refused == no_fn_form
+    assert checked == (len(schemes) * 2 - len(no_fn_form)) * len(CASES) * len(loaders())

@@ -21,8 +21,6 @@ from harness.moe_dispatch import (
     ALL_INTENDED,
     EMULATE,
     MOE_NATIVE_DISPATCH,
-    PENDING_SCHEMES,
-    active_table,
     decision,
     dispatch_problems,
 )
@@ -91,7 +89,7 @@ def test_explicit_table_passes_and_never_sends_mixed_scheme_to_pure_kernel() -> 
     fake = PureMXFP4Kernel()
     kernels = {fake.name: fake}
     table = _explicit_table(fake.name)
-    assert dispatch_problems(LOCAL, kernels, table, pending=()) == []
+    assert dispatch_problems(LOCAL, kernels, table) == []
     native = NativeMoEPath(table, kernels, probe=False)
 
     mixed = native.supports(W_MXFP4_A_MXFP6_LIKE, PROBLEM, CPU)
@@ -113,7 +111,7 @@ def test_explicit_table_passes_and_never_sends_mixed_scheme_to_pure_kernel() -> 
 
 def test_prefix_dispatcher_fails_the_table_check() -> None:
     fake = PureMXFP4Kernel()
-    problems = dispatch_problems(LOCAL, {fake.name: fake}, _prefix_table(fake.name), pending=())
+    problems = dispatch_problems(LOCAL, {fake.name: fake}, _prefix_table(fake.name))
     assert problems == [
         "row 'cpu' sends 'w_mxfp4_a_mxfp6_e3m2' to 'fake.pure_mxfp4', which cannot run it: "
         "activations must stay unquantized (pure w_mxfp4 only)"
@@ -133,25 +131,17 @@ def test_table_check_reports_each_kind_of_error() -> None:
     bad = {
         "cpu": {
             fake.name: frozenset({"w_mxfp4", "w_mxfp4_typo"}),
-            EMULATE: frozenset({"w_mxfp4", "not_yet"}),
+            EMULATE: frozenset({"w_mxfp4"}),
             "no.such.kernel": frozenset(),
         }
     }
-    problems = dispatch_problems(schemes, kernels, bad, pending={"not_yet", "w_mxfp4"})
+    problems = dispatch_problems(schemes, kernels, bad)
     text = "\n".join(problems)
-    assert "PENDING_SCHEMES lists registered scheme(s) ['w_mxfp4']" in text
     assert "'no.such.kernel' is neither 'emulate' nor a known kernel" in text
     assert "'w_mxfp4_typo' is not a registered scheme" in text
     assert "scheme 'w_mxfp4' has two decisions" in text
     assert "registered scheme 'w_mxfp4_a_mxfp6_e3m2' has no decision" in text
-    assert "not_yet" not in text  # pending names pass until they are registered
-    assert len(problems) == 5
-
-
-def test_active_table_filters_only_pending_names() -> None:
-    table = {"cpu": {EMULATE: frozenset({"a", "pending_b", "typo_c"})}}
-    active = active_table(registered={"a"}, table=table, pending={"pending_b"})
-    assert active == {"cpu": {EMULATE: ["a", "typo_c"]}}  # a typo stays visible
+    assert len(problems) == 4
 
 
 def test_every_row_decides_the_full_intended_list() -> None:
@@ -161,11 +151,8 @@ def test_every_row_decides_the_full_intended_list() -> None:
         assert decision(key, "fp8_per_tensor") in row
 
 
-def test_pending_is_exactly_the_intended_names_not_registered_yet() -> None:
-    """The PENDING set must shrink as schemes are registered; the lead empties it on merge."""
-    assert PENDING_SCHEMES.isdisjoint(SCHEMES)
-    assert PENDING_SCHEMES <= ALL_INTENDED
-    assert set(SCHEMES) >= ALL_INTENDED - PENDING_SCHEMES
+def test_the_table_decides_exactly_the_registered_schemes() -> None:
+    assert set(SCHEMES) == ALL_INTENDED
 
 
 def test_real_table_matches_real_kernel_contracts_for_local_schemes() -> None:
@@ -207,7 +194,7 @@ def test_platform_command_prints_the_dispatch_table(capsys: pytest.CaptureFixtur
     for name, row in report["schemes"].items():
         assert row["decision"] == decision(key, name)
     assert report["problems"] == []
-    assert report["pending_schemes"] == sorted(PENDING_SCHEMES)
+    assert report["table"][key]  # the platform's own row is printed
     assert main(["platform"]) == 0
     text = capsys.readouterr().out
     assert f"MoE native dispatch (table row {key!r}" in text

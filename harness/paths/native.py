@@ -1,28 +1,60 @@
-"""The native path: the platform's real FP8 GEMM, ``torch._scaled_mm``.
+"""The native path: the platform's real scaled GEMMs.
 
-Which schemes go to which kernel is an explicit table (scheme name -> scaling mode),
-checked against the capability probe at run time. Scales are normalized to the shapes the
-kernel's contract wants (0-D tensor-wise; (M,1)/(1,N) row-wise) or rejected with a
-`ScaleShapeError`: 1-D scales passed straight through were a real bug.
+Which schemes go to which kernel is an explicit table (scheme name -> kernel mode), checked
+against the capability probe at run time:
+
+- ``tensorwise`` / ``rowwise``: ``torch._scaled_mm`` with FP8 operands. Scales are
+  normalized to the shapes its contract wants (0-D tensor-wise; (M,1)/(1,N) row-wise; a
+  per-tensor activation scale next to per-channel weight scales is expanded to (M,1)) or
+  rejected with a `ScaleShapeError`: 1-D scales passed straight through were a real bug.
+- ``blockwise`` (FP8 1x128 activations x 128x128 weights) and ``mx`` (OCP MX, 1x32 E8M0):
+  ``torch.nn.functional.scaled_mm``, see `harness.block_scaled_mm`; probed with bfloat16
+  output, and the bias is added in a float32 epilogue after the kernel (a second rounding,
+  which the suite's bound allows).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import torch
 
 from harness import capabilities
-from harness.formats import get_format
+from harness.block_scaled_mm import (
+    FP8_BLOCK,
+    MX_BLOCK,
+    MX_OPERANDS,
+    blockwise_scaled_mm,
+    mx_scaled_mm,
+)
+from harness.formats import e8m0_encode, get_format
 from harness.paths.base import LinearProblem, Support
 from harness.platform import PlatformInfo
-from harness.quantize import QuantizedLinear, quantize_activation
+from harness.quantize import QuantizedLinear, QuantizedTensor, quantize_activation
 from harness.schemes import Scheme
 
-# scheme name -> torch._scaled_mm scaling mode. Adding a scheme here is a deliberate act.
+# scheme name -> kernel mode (a key of KERNELS). Adding a scheme here is a deliberate act.
 SCALED_MM_SCHEMES: dict[str, str] = {
     "fp8_per_tensor": "tensorwise",
+    "fp8_per_tensor_fnuz": "tensorwise",
+    "fp8_per_tensor_fnuz_clamp224": "tensorwise",
+    "fp8_per_channel": "rowwise",
+    "fp8_per_channel_fnuz": "rowwise",
+    "fp8_per_channel_fnuz_clamp224": "rowwise",
+    "fp8_w_per_channel_a_static": "rowwise",  # per-tensor A scale expanded to (M, 1)
+    "fp8_w_per_channel_a_static_fnuz": "rowwise",
+    "fp8_per_block": "blockwise",
+    "fp8_per_block_fnuz": "blockwise",
+    "w_mxfp8_a_mxfp8": "mx",
+    "w_mxfp8_a_mxfp8@rceil": "mx",
+    "w_mxfp4_a_mxfp4": "mx",
+    "w_mxfp4_a_mxfp4@rceil": "mx",
+    "w_mxfp4_a_mxfp4@even": "mx",
+    "w_mxfp4_a_mxfp4@ceil": "mx",
 }
 
-# torch._scaled_mm on CUDA/ROCm requires K and N to be multiples of 16.
+# torch._scaled_mm / F.scaled_mm on CUDA/ROCm require K and N to be multiples of 16.
 _CUDA_ALIGNMENT = 16
 
 
@@ -54,8 +86,81 @@ def scaled_mm_scales(
     return a, b, "rowwise"
 
 
+# ------------------------------------------------------------------------ kernel modes
+Forward = Callable[
+    [QuantizedTensor, QuantizedTensor, torch.Tensor | None, torch.dtype], torch.Tensor
+]
+
+
+@dataclass(frozen=True)
+class KernelMode:
+    """One native kernel family: its contract's shape limits and how to call it."""
+
+    forward: Forward  # (activation, weight, bias, out_dtype) -> y
+    k_multiple: int = 1  # K and N must be multiples of these (on top of GPU alignment)
+    n_multiple: int = 1
+    out_dtypes: tuple[torch.dtype, ...] | None = None  # None: any; else what was probed
+    fused_bias: bool = False  # the kernel adds the bias itself (fp32 output needs a probe)
+
+
+def _scaled_mm_forward(
+    xq: QuantizedTensor, w: QuantizedTensor, bias: torch.Tensor | None, out_dtype: torch.dtype
+) -> torch.Tensor:
+    dtype = get_format(w.spec.format).to_torch_dtype()
+    a = xq.codes.view(dtype)
+    b = w.codes.view(dtype).t()  # [N,K] row-major is the [K,N] column-major B
+    scale_a, scale_b, _ = scaled_mm_scales(xq.scale, w.scale, a.shape[0], b.shape[1])
+    kernel_bias = None if bias is None else bias.to(out_dtype)
+    return torch._scaled_mm(
+        a, b, scale_a=scale_a, scale_b=scale_b, bias=kernel_bias, out_dtype=out_dtype
+    )
+
+
+def _epilogue(y: torch.Tensor, bias: torch.Tensor | None, out_dtype: torch.dtype) -> torch.Tensor:
+    return y if bias is None else (y.float() + bias.float()).to(out_dtype)
+
+
+def _blockwise_forward(
+    xq: QuantizedTensor, w: QuantizedTensor, bias: torch.Tensor | None, out_dtype: torch.dtype
+) -> torch.Tensor:
+    y = blockwise_scaled_mm(xq.codes, xq.scale, w.codes, w.scale, w.spec.format, out_dtype)
+    return _epilogue(y, bias, out_dtype)
+
+
+def _mx_forward(
+    xq: QuantizedTensor, w: QuantizedTensor, bias: torch.Tensor | None, out_dtype: torch.dtype
+) -> torch.Tensor:
+    y = mx_scaled_mm(
+        xq.codes, e8m0_encode(xq.scale), w.codes, e8m0_encode(w.scale), w.spec.format, out_dtype
+    )
+    return _epilogue(y, bias, out_dtype)
+
+
+_PROBED_OUT = (torch.bfloat16,)
+KERNELS: dict[str, KernelMode] = {
+    "tensorwise": KernelMode(_scaled_mm_forward, fused_bias=True),
+    "rowwise": KernelMode(_scaled_mm_forward, fused_bias=True),
+    "blockwise": KernelMode(_blockwise_forward, FP8_BLOCK, FP8_BLOCK, _PROBED_OUT),
+    "mx": KernelMode(_mx_forward, MX_BLOCK, 1, _PROBED_OUT),
+}
+
+
+def _why_unmapped(scheme: Scheme) -> str:
+    """Why a scheme has no native kernel, from what the scheme is (for the support matrix)."""
+    act = scheme.activation
+    if act is None:
+        detail = "activations stay unquantized; scaled-mm kernels take two quantized operands"
+    elif act.format != scheme.weight.format:
+        detail = f"mixed element formats ({scheme.weight.format} x {act.format})"
+    elif get_format(act.format).torch_dtype is None and act.format not in MX_OPERANDS:
+        detail = f"torch has no {act.format} operand type"
+    else:
+        detail = "not in SCALED_MM_SCHEMES"
+    return f"emulated-only: no native kernel for {scheme.name} ({detail})"
+
+
 class NativeScaledMMPath:
-    """FP8 GEMM through torch._scaled_mm, bias fused into the kernel call."""
+    """The platform's scaled GEMM kernels, as the SCALED_MM_SCHEMES table assigns them."""
 
     name = "native"
 
@@ -70,21 +175,32 @@ class NativeScaledMMPath:
         return frozenset(used)
 
     def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
-        mode = SCALED_MM_SCHEMES.get(scheme.name)
-        if mode is None:
-            return Support.no(f"emulated-only: no torch._scaled_mm kernel for {scheme.name}")
+        mode_name = SCALED_MM_SCHEMES.get(scheme.name)
+        if mode_name is None:
+            return Support.no(_why_unmapped(scheme))
+        mode = KERNELS[mode_name]
         act = scheme.activation
         if act is None or act.format != scheme.weight.format:
-            return Support.no(f"{scheme.name}: torch._scaled_mm needs FP8 on both operands")
-        cap = f"scaled_mm.{mode}.{scheme.weight.format}"
+            return Support.no(f"{scheme.name}: native kernels need one element format for W and A")
+        cap = f"scaled_mm.{mode_name}.{scheme.weight.format}"
         if not capabilities.has(platform, cap):
             return Support.no(capabilities.why_not(platform, cap))
         if platform.is_cuda_alike and (problem.k % _CUDA_ALIGNMENT or problem.n % _CUDA_ALIGNMENT):
             return Support.no(
-                f"torch._scaled_mm on {platform.device} needs K and N multiples of "
+                f"scaled mm on {platform.device} needs K and N multiples of "
                 f"{_CUDA_ALIGNMENT}, got K={problem.k} N={problem.n}"
             )
-        fp32_bias = problem.bias and problem.out_dtype == torch.float32
+        if problem.k % mode.k_multiple or problem.n % mode.n_multiple:
+            return Support.no(
+                f"{mode_name} kernel needs K a multiple of {mode.k_multiple} and N of "
+                f"{mode.n_multiple}, got K={problem.k} N={problem.n}"
+            )
+        if mode.out_dtypes is not None and problem.out_dtype not in mode.out_dtypes:
+            return Support.no(
+                f"{mode_name} kernel is probed with {', '.join(map(str, mode.out_dtypes))} "
+                f"output only, not {problem.out_dtype}"
+            )
+        fp32_bias = mode.fused_bias and problem.bias and problem.out_dtype == torch.float32
         if fp32_bias and not capabilities.has(platform, "scaled_mm.fp32_out_bias"):
             return Support.no(capabilities.why_not(platform, "scaled_mm.fp32_out_bias"))
         return Support.yes()
@@ -92,15 +208,10 @@ class NativeScaledMMPath:
     def forward(
         self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
     ) -> torch.Tensor:
+        mode_name = SCALED_MM_SCHEMES.get(layer.scheme.name)
+        if mode_name is None:
+            raise ValueError(_why_unmapped(layer.scheme))
         xq = quantize_activation(x, layer.scheme, layer.input_scale)
         if xq is None:
-            raise ValueError(f"{layer.scheme.name}: native FP8 GEMM needs quantized activations")
-        dtype = get_format(layer.scheme.weight.format).to_torch_dtype()
-        a = xq.codes.view(dtype)
-        b = layer.weight.codes.view(dtype).t()  # [N,K] row-major is the [K,N] column-major B
-        m, n = a.shape[0], b.shape[1]
-        scale_a, scale_b, _ = scaled_mm_scales(xq.scale, layer.weight.scale, m, n)
-        bias = None if layer.bias is None else layer.bias.to(out_dtype)
-        return torch._scaled_mm(
-            a, b, scale_a=scale_a, scale_b=scale_b, bias=bias, out_dtype=out_dtype
-        )
+            raise ValueError(f"{layer.scheme.name}: native scaled mm needs quantized activations")
+        return KERNELS[mode_name].forward(xq, layer.weight, layer.bias, out_dtype)

@@ -1,0 +1,40 @@
+"""MX scale edge cases on this platform's device, bit for bit against the golden store.
+
+The quantizer runs where the kernels run, so a device that flushes the 2^-127 scale (a
+float32 subnormal), computes log2 in a lower precision, or rounds amax through bf16 on the
+way to the scale shows up here as mismatching E8M0 or element codes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from harness.compare import bit_mismatches
+from harness.golden import GoldenError
+from harness.mx_cases import MX_ELEMENT_FORMATS, MX_MODES, edge_blocks, golden_entry
+from harness.quantize import quantize, stored_scale
+from harness.schemes import mx_spec
+
+
+@pytest.mark.parametrize("mode", MX_MODES)
+@pytest.mark.parametrize("fmt", MX_ELEMENT_FORMATS)
+def test_mx_scale_edge_cases(fmt: str, mode: str, golden_store: Any, qh_platform: Any) -> None:
+    try:
+        data = golden_store.load(golden_entry(fmt))
+    except GoldenError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    blocks = data.tensors["blocks"]
+    spec = mx_spec(fmt, mode)
+    q = quantize(blocks.to(qh_platform.torch_device), spec)
+    scale_codes = stored_scale(q.scale, spec).flatten().cpu()
+    want = data.tensors[f"{mode}.scale_codes"]
+    names = edge_blocks(fmt).names
+    wrong = [
+        n for n, a, b in zip(names, scale_codes.tolist(), want.tolist(), strict=True) if a != b
+    ]
+    assert not wrong, f"{fmt}/{mode} scale codes differ on {qh_platform.device} for: {wrong}"
+    assert bit_mismatches(q.codes.cpu(), data.tensors[f"{mode}.element_codes"]) == 0, (
+        f"{fmt}/{mode} element codes differ"
+    )

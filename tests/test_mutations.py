@@ -1,0 +1,70 @@
+"""The checks catch real mistakes: deliberately wrong numerics must fail the golden check.
+
+Each test plants one mistake seen in real stacks (ties-away element rounding, the wrong
+E8M0 scale mode) and shows `golden check` reports the affected entries, while the
+unmutated code passes the same check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+import harness.quantize
+from harness.formats import ElementFormat, Specials, decode, encode, get_format
+from harness.golden import GoldenStore
+from harness.scales import SCALE_RULES
+
+ENTRIES = ("linear/w_mxfp4_a_mxfp4", "linear/fp8_per_channel", "mx_scales/e4m3fn")
+
+
+def _encode_ties_away(
+    x: torch.Tensor, fmt: ElementFormat | str, clamp_max: float | None = None
+) -> torch.Tensor:
+    """RNE everywhere except exact ties, which go away from zero (400 -> 416 in e4m3)."""
+    fmt = get_format(fmt) if isinstance(fmt, str) else fmt
+    codes = encode(x, fmt, clamp_max)
+    step_up = torch.where(codes == fmt.sign_bit, codes - fmt.sign_bit, codes) + 1
+    up = step_up.clamp(max=255).to(torch.uint8)
+    mag = decode(codes & (fmt.sign_bit - 1), fmt).double()
+    mag_up = decode(up & (fmt.sign_bit - 1), fmt).double()
+    a = x.double().abs()
+    tie_below = (a - mag) == (mag_up - a)  # x is halfway between its code and the next one
+    bound = fmt.max_finite if clamp_max is None else clamp_max
+    away = tie_below & (a > mag) & (mag_up <= bound) & torch.isfinite(mag_up)
+    if fmt.specials is Specials.FNUZ:
+        away = away & (codes != fmt.sign_bit)
+    return torch.where(away, codes + 1, codes).to(torch.uint8)
+
+
+def test_ties_away_differs_from_rne_on_the_known_case() -> None:
+    assert decode(_encode_ties_away(torch.tensor([400.0]), "e4m3fn"), "e4m3fn").item() == 416.0
+    assert decode(encode(torch.tensor([400.0]), "e4m3fn"), "e4m3fn").item() == 384.0
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_unmutated_code_passes_the_golden_check(entry: str, golden_store: GoldenStore) -> None:
+    assert golden_store.check(only=entry) == []
+
+
+@pytest.mark.parametrize("entry", ["linear/w_mxfp4_a_mxfp4", "linear/fp8_per_channel"])
+def test_ties_away_rounding_is_caught(
+    entry: str, golden_store: GoldenStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(harness.quantize, "encode", _encode_ties_away)
+    problems = golden_store.check(only=entry)
+    assert len(problems) == 1, problems
+    assert "codes" in problems[0], problems
+
+
+@pytest.mark.parametrize("entry", ["mx_scales/e4m3fn", "linear/w_mxfp4_a_mxfp4"])
+def test_wrong_scale_mode_is_caught(
+    entry: str, golden_store: GoldenStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kernel stack using rceil where the scheme says floor (the OCP spec)."""
+    monkeypatch.setitem(SCALE_RULES, "floor", SCALE_RULES["rceil"])
+    problems: list[Any] = golden_store.check(only=entry)
+    assert len(problems) == 1, problems
+    assert "scale" in problems[0], problems
