@@ -39,6 +39,19 @@ class NativeMoEPath:
         self.kernels = kernels
         self.probe = probe  # False only for self-tests with kernels that have no probe
 
+    @property
+    def uses_capabilities(self) -> frozenset[str]:
+        """Every probed capability some row of the table can dispatch to."""
+        from harness.schemes import SCHEMES
+
+        used: set[str] = set()
+        for row in self.table.values():
+            for dec, names in row.items():
+                kernel = self.kernels.get(dec)
+                if kernel is not None:
+                    used |= {kernel.capability(SCHEMES[n]) for n in names if n in SCHEMES}
+        return frozenset(used)
+
     def kernel_for(
         self, scheme: Scheme, platform: PlatformInfo
     ) -> tuple[GroupedKernel | None, str]:

@@ -159,6 +159,11 @@ def _why_unmapped(scheme: Scheme) -> str:
     return f"emulated-only: no native kernel for {scheme.name} ({detail})"
 
 
+def _capability(mode_name: str, scheme: Scheme) -> str:
+    """The probe that gates ``scheme`` on the kernel ``mode_name``."""
+    return f"scaled_mm.{mode_name}.{scheme.weight.format}"
+
+
 class NativeScaledMMPath:
     """The platform's scaled GEMM kernels, as the SCALED_MM_SCHEMES table assigns them."""
 
@@ -167,12 +172,10 @@ class NativeScaledMMPath:
     @property
     def uses_capabilities(self) -> frozenset[str]:
         """Every probed capability this path can dispatch to (checked by the platform suite)."""
-        used = {"scaled_mm.fp32_out_bias"}
-        for scheme_name, mode in SCALED_MM_SCHEMES.items():
-            from harness.schemes import get_scheme
+        from harness.schemes import get_scheme
 
-            used.add(f"scaled_mm.{mode}.{get_scheme(scheme_name).weight.format}")
-        return frozenset(used)
+        used = {_capability(mode, get_scheme(name)) for name, mode in SCALED_MM_SCHEMES.items()}
+        return frozenset(used | {"scaled_mm.fp32_out_bias"})
 
     def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
         mode_name = SCALED_MM_SCHEMES.get(scheme.name)
@@ -182,7 +185,7 @@ class NativeScaledMMPath:
         act = scheme.activation
         if act is None or act.format != scheme.weight.format:
             return Support.no(f"{scheme.name}: native kernels need one element format for W and A")
-        cap = f"scaled_mm.{mode_name}.{scheme.weight.format}"
+        cap = _capability(mode_name, scheme)
         if not capabilities.has(platform, cap):
             return Support.no(capabilities.why_not(platform, cap))
         if platform.is_cuda_alike and (problem.k % _CUDA_ALIGNMENT or problem.n % _CUDA_ALIGNMENT):

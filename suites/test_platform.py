@@ -1,0 +1,39 @@
+"""The platform's capabilities: what is expected is present, what is present is used.
+
+Two real failure modes: a kernel disappears from a platform (an upgrade breaks it, and
+tests quietly turn into skips), and a kernel that works on a platform is missing from the
+path's supported list (users fall back to emulation for no reason).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from harness import capabilities
+from harness.moe_paths import moe_paths
+from harness.paths import linear_paths
+
+
+def test_expected_capabilities_are_present(qh_platform: Any) -> None:
+    found = capabilities.capabilities(qh_platform)
+    expected = capabilities.expected(qh_platform)
+    if not expected:
+        pytest.skip(f"no expectations recorded for {qh_platform.device}/{qh_platform.arch}")
+    missing = {name: found[name].detail for name in sorted(expected) if not found[name].available}
+    assert not missing, f"expected on {qh_platform.arch} but the probe failed: {missing}"
+
+
+def test_every_available_capability_is_used_by_a_path(qh_platform: Any) -> None:
+    claimed: set[str] = set()
+    for path in (*linear_paths().values(), *moe_paths().values()):
+        claimed |= set(getattr(path, "uses_capabilities", frozenset()))
+    unknown = claimed - set(capabilities.PROBES)
+    assert not unknown, f"paths claim capabilities no probe tests: {sorted(unknown)}"
+    available = {n for n, c in capabilities.capabilities(qh_platform).items() if c.available}
+    unused = sorted(available - claimed)
+    assert not unused, (
+        f"these ops work on {qh_platform.device}/{qh_platform.arch} but no path dispatches to "
+        f"them: {unused}; add the schemes they serve to a path's table"
+    )
