@@ -110,10 +110,9 @@ def test_linear(
         + rounding_bound(reference, out_dtype, roundings=2)
     )
     vs_golden = within_bound(y, reference, bound)
-    metrics: dict[str, Any] = {
-        "max_abs_err_vs_golden": vs_golden.max_abs_error,
-        "worst_error_to_bound": vs_golden.worst_ratio,
-    }
+    record_result(
+        max_abs_err_vs_golden=vs_golden.max_abs_error, worst_error_to_bound=vs_golden.worst_ratio
+    )
     assert vs_golden.ok, f"{case.path} vs golden reference: {vs_golden.describe()}"
 
     if case.path != "emulated":
@@ -121,7 +120,7 @@ def test_linear(
         # above of the exact result, so they differ by at most twice that bound.
         y_emulated = get_path("emulated").forward(layer, x, out_dtype).cpu()
         vs_emulated = within_bound(y, y_emulated, 2 * bound)
-        metrics["worst_error_to_bound_vs_emulated"] = vs_emulated.worst_ratio
+        record_result(worst_error_to_bound_vs_emulated=vs_emulated.worst_ratio)
         assert vs_emulated.ok, f"{case.path} vs emulated: {vs_emulated.describe()}"
 
     # Quantization quality: SQNR of the output vs the unquantized float64 product. The floor
@@ -131,10 +130,7 @@ def test_linear(
     sqnr = sqnr_db(exact, y)
     cancellation = cancellation_db(loaded.x, loaded.inputs["w"], bias if case.bias else None)
     term_sqnr = sqnr - cancellation
-    metrics["sqnr_db"] = sqnr
-    metrics["term_sqnr_db"] = term_sqnr
-    metrics["sqnr_floor_db"] = scheme.sqnr_floor_db
-    record_result(**metrics)
+    record_result(sqnr_db=sqnr, term_sqnr_db=term_sqnr, sqnr_floor_db=scheme.sqnr_floor_db)
     assert term_sqnr >= scheme.sqnr_floor_db, (
         f"SQNR {sqnr:.1f} dB (+{-cancellation:.1f} dB cancellation of the exact sum = "
         f"{term_sqnr:.1f} dB) below the floor {scheme.sqnr_floor_db} dB for {case.scheme}"
