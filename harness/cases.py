@@ -144,9 +144,9 @@ def build_linear_golden(scheme_name: str) -> GoldenData:
         if xq is not None:
             data.exact[f"{key}.x_codes"] = xq.codes
             data.exact[f"{key}.x_scale"] = stored_scale(xq.scale, xq.spec)
-            a = xq.dequantize().double()
+            a = xq.dequantize(torch.float64)
         # Reference without bias: float64 product of the exact dequantized operands.
-        y = a @ layer.weight.dequantize().double().t()
+        y = a @ layer.weight.dequantize(torch.float64).t()
         data.reference[f"{key}.y_ref"] = y.float()
     return data
 

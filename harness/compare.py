@@ -51,6 +51,27 @@ def rounding_bound(y: torch.Tensor, dtype: torch.dtype, roundings: int = 1) -> t
     return roundings * (unit_roundoff(dtype) * y.abs() + tiny)
 
 
+def rounding_interval(
+    center: torch.Tensor, radius: torch.Tensor, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Lowest and highest ``dtype`` values a float32 result within center ± radius can round to.
+
+    A kernel's float32 accumulator v lies in [center - radius, center + radius]; rounding to
+    float32 and then once to ``dtype`` (to nearest) is monotone, so round(v) lies between the
+    rounded ends. Where both ends round to the same value, every correct path returns exactly
+    that value: results may be compared bit for bit there.
+    """
+    lo = (center - radius).double().float().to(dtype)
+    hi = (center + radius).double().float().to(dtype)
+    return lo, hi
+
+
+def outside_interval(y: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+    """Elements of ``y`` outside [lo, hi] (NaN is outside)."""
+    y64, lo64, hi64 = y.double().cpu(), lo.double().cpu(), hi.double().cpu()
+    return ~((lo64 <= y64) & (y64 <= hi64))
+
+
 @dataclass(frozen=True)
 class Comparison:
     """Outcome of an elementwise check against a per-element bound."""

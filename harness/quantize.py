@@ -29,11 +29,15 @@ class QuantizedTensor:
     scale: torch.Tensor
     spec: QuantSpec
 
-    def dequantize(self) -> torch.Tensor:
-        """Exact float32 values the codes and scales stand for."""
-        return decode(self.codes, self.spec.format) * expand_scale(
-            self.scale, self.spec, self.codes.shape
-        )
+    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """The values the codes and scales stand for, as code * scale in ``dtype``.
+
+        float64 is exact (at most 4 + 24 significant bits); float32 rounds once where a
+        float32 scale times a code needs more than 24 bits (power-of-two scales are exact).
+        References and error bounds use float64; the emulated path uses float32, as kernels do.
+        """
+        codes = decode(self.codes, self.spec.format).to(dtype)
+        return codes * expand_scale(self.scale.to(dtype), self.spec, self.codes.shape)
 
     def to(self, device: torch.device | str) -> QuantizedTensor:
         return QuantizedTensor(self.codes.to(device), self.scale.to(device), self.spec)

@@ -12,12 +12,15 @@ from harness.compare import (
     bit_mismatches,
     cancellation_db,
     dot_error_bound,
+    outside_interval,
     rounding_bound,
+    rounding_interval,
     sqnr_db,
     within_bound,
 )
 from harness.golden import GoldenError
 from harness.paths import get_path
+from harness.paths.base import is_reference, output_roundings
 from harness.quantize import quantize, quantize_activation, stored_scale
 from harness.schemes import get_scheme
 
@@ -93,21 +96,30 @@ def test_linear(
     y = y.cpu()
     assert bool(torch.isfinite(y).all()), f"{int((~torch.isfinite(y)).sum())} non-finite outputs"
 
-    # Reference: golden float64 product of the dequantized operands, plus the bias.
+    # Reference: golden float64 product of the dequantized operands, plus the bias; the
+    # same product recomputed here in float64 is the center of the bit-exact interval.
     bias = loaded.inputs["bias"].double() if case.bias else torch.zeros(case.shape[1]).double()
     reference = loaded.y_ref.double() + bias
     xq = quantize_activation(loaded.x, scheme, loaded.layer.input_scale)
-    a = loaded.x if xq is None else xq.dequantize()
-    abs_product = a.double().abs() @ loaded.layer.weight.dequantize().double().abs().t()
-    abs_product = abs_product + bias.abs()
+    a = loaded.x.double() if xq is None else xq.dequantize(torch.float64)
+    w = loaded.layer.weight.dequantize(torch.float64)
+    center = a @ w.t() + bias
+    abs_product = a.abs() @ w.abs().t() + bias.abs()
+    path = get_path(case.path)
+    roundings = output_roundings(path, scheme, case.problem)
 
-    # Bound: float32 accumulation over K products and the bias (Higham gamma_{K+1}), plus
-    # the golden's float32 storage (u_f32 |y|), plus at most two roundings to the output
-    # dtype (a kernel may round before and after its bias epilogue).
+    # Accumulation radius: each of the K terms passes through at most K + 3 float32
+    # roundings (two operand dequantizations or two scale multiplies, the product, K - 1
+    # additions, the bias): Higham gamma_{K+3}; plus gamma_K in float64 for `center`.
+    radius = dot_error_bound(abs_product, k + 2, torch.float32) + dot_error_bound(
+        abs_product, k, torch.float64
+    )
+    # vs golden: the radius, the golden's float32 storage (u_f32 |y|), and the path's
+    # roundings to the output dtype (u_out |y| each).
     bound = (
-        dot_error_bound(abs_product, k, torch.float32)
+        radius
         + rounding_bound(reference, torch.float32)
-        + rounding_bound(reference, out_dtype, roundings=2)
+        + rounding_bound(reference, out_dtype, roundings=roundings)
     )
     vs_golden = within_bound(y, reference, bound)
     record_result(
@@ -115,10 +127,30 @@ def test_linear(
     )
     assert vs_golden.ok, f"{case.path} vs golden reference: {vs_golden.describe()}"
 
-    if case.path != "emulated":
-        # Same quantized operands through the emulated path: both sides within the bound
-        # above of the exact result, so they differ by at most twice that bound.
+    if roundings == 1:
+        # Rounded once to nearest, the result must lie between the rounded ends of the
+        # accumulation interval; where both ends round alike, it is determined bit for bit.
+        lo, hi = rounding_interval(center, radius, out_dtype)
+        outside = outside_interval(y, lo, hi)
+        determined = lo == hi
+        record_result(determined_fraction=float(determined.float().mean()))
+        assert not bool(outside.any()), (
+            f"{case.path}: {int(outside.sum())}/{y.numel()} outputs are not a rounding of any "
+            f"value within the accumulation bound ({int((outside & determined).sum())} of "
+            "them where the correctly rounded result is unique)"
+        )
+
+    if not is_reference(path):
+        # Same quantized operands through the emulated path: where the rounded result is
+        # unique the two must agree bit for bit; elsewhere both lie within the bound.
         y_emulated = get_path("emulated").forward(layer, x, out_dtype).cpu()
+        if roundings == 1:
+            differ = int(((y != y_emulated) & determined).sum())
+            record_result(bit_differences_vs_emulated=differ)
+            assert differ == 0, (
+                f"{case.path} and emulated differ in {differ} outputs whose correctly rounded "
+                "value is unique"
+            )
         vs_emulated = within_bound(y, y_emulated, 2 * bound)
         record_result(worst_error_to_bound_vs_emulated=vs_emulated.worst_ratio)
         assert vs_emulated.ok, f"{case.path} vs emulated: {vs_emulated.describe()}"

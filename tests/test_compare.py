@@ -9,7 +9,9 @@ import torch
 from harness.compare import (
     bit_mismatches,
     dot_error_bound,
+    outside_interval,
     rounding_bound,
+    rounding_interval,
     sqnr_db,
     unit_roundoff,
     within_bound,
@@ -75,3 +77,17 @@ def test_sqnr_and_bit_mismatches() -> None:
     a = torch.tensor([0.0, 1.0, math.nan])
     assert bit_mismatches(a, a.clone()) == 0
     assert bit_mismatches(torch.tensor([0.0]), torch.tensor([-0.0])) == 1  # -0 differs in bits
+
+
+def test_rounding_interval_pins_bf16_results_and_catches_one_ulp() -> None:
+    a, b = _operands(256)
+    center = a.double() @ b.double().t()
+    radius = dot_error_bound(a.double().abs() @ b.double().abs().t(), 256, torch.float32)
+    lo, hi = rounding_interval(center, radius, torch.bfloat16)
+    y = (a @ b.t()).to(torch.bfloat16)
+    assert not bool(outside_interval(y, lo, hi).any())
+    determined = lo == hi
+    # the float32 accumulation interval is a small fraction of a bf16 ULP for most outputs
+    assert float(determined.float().mean()) > 0.5
+    one_ulp_up = torch.nextafter(y, torch.full_like(y, math.inf))
+    assert bool(outside_interval(one_ulp_up, lo, hi)[determined].all())

@@ -54,3 +54,18 @@ class LinearPath(Protocol):
     ) -> torch.Tensor:
         """Compute x @ W^T + bias in ``out_dtype`` from the loaded (quantized) layer."""
         ...
+
+
+def output_roundings(path: LinearPath, scheme: Scheme, problem: LinearProblem) -> int:
+    """How many times ``path`` rounds to the output dtype (optional method; default one).
+
+    A path that rounds its product and then adds the bias in the output dtype rounds twice
+    and must say so: the suites then widen the bound and drop the bit-exact interval check.
+    """
+    method = getattr(path, "output_roundings", None)
+    return 1 if method is None else int(method(scheme, problem))
+
+
+def is_reference(path: LinearPath) -> bool:
+    """True for the path every other path is compared with (``is_reference`` attribute)."""
+    return bool(getattr(path, "is_reference", False))

@@ -28,6 +28,11 @@ class EmulatedPath:
     """Runs every scheme anywhere: the high-precision model of what kernels should compute."""
 
     name = "emulated"
+    is_reference = True  # the model other paths are compared with
+
+    def output_roundings(self, scheme: Scheme, problem: LinearProblem) -> int:
+        """One rounding to the output dtype: bias is added in float32 before it."""
+        return 1
 
     def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
         return Support.yes()

@@ -168,6 +168,13 @@ class NativeScaledMMPath:
     """The platform's scaled GEMM kernels, as the SCALED_MM_SCHEMES table assigns them."""
 
     name = "native"
+    is_reference = False
+
+    def output_roundings(self, scheme: Scheme, problem: LinearProblem) -> int:
+        """Two roundings when the bias is added after the kernel's rounded output, else one."""
+        mode = SCALED_MM_SCHEMES.get(scheme.name)
+        fused = mode is not None and KERNELS[mode].fused_bias
+        return 1 if fused or not problem.bias else 2
 
     @property
     def uses_capabilities(self) -> frozenset[str]:
