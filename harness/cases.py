@@ -30,7 +30,7 @@ from harness.schemes import SCHEMES, get_scheme
 # that block-scaled schemes have whole blocks (one or two 128-blocks, four or eight MX
 # blocks per row). N=128 with K=256 is the one shape the 128x128-block native kernels take
 # (they need N and K multiples of 128). Shapes stay small: every scheme stores its inputs,
-# codes and reference in the golden store, which must stay a few MiB in all.
+# codes and reference in the golden store (about 3.8 MiB for the linear suite).
 LINEAR_SHAPES: tuple[tuple[int, int, int], ...] = ((37, 16, 128), (1, 16, 256), (8, 128, 256))
 OUT_DTYPES: dict[str, torch.dtype] = {
     "bf16": torch.bfloat16,

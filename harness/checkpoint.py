@@ -260,6 +260,11 @@ def validate_checkpoint(ckpt: LinearCheckpoint) -> None:
     if not ckpt.shards:
         raise CheckpointError(f"{where}: layer {ckpt.prefix!r} lists no shards")
     fmt = get_format(scheme.weight.format)
+    if scheme.family != "fp8":
+        raise CheckpointError(
+            f"{where}: scheme {scheme.name} ({scheme.family}) cannot be loaded: checkpoint "
+            "loading covers FP8 schemes (float8 weights with float32 scales)"
+        )
     wdtype = fmt.to_torch_dtype()
     ks = set()
     for shard in ckpt.shards:

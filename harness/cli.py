@@ -136,7 +136,10 @@ def cmd_golden(args: argparse.Namespace) -> int:
             counts[c.status] = counts.get(c.status, 0) + 1
         print("refresh: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
         return EXIT_OK
-    problems = store.check(recompute=not args.no_recompute, only=args.only)
+    try:
+        problems = store.check(recompute=not args.no_recompute, only=args.only)
+    except GoldenError as exc:
+        raise UsageError(str(exc)) from exc
     if problems:
         print(f"golden check FAILED ({len(problems)} problem(s)):", file=sys.stderr)
         for line in problems:

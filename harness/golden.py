@@ -337,6 +337,10 @@ class GoldenStore:
         recorded = manifest["entries"]
         all_builders = self.builders()
         wanted = [e for e in all_builders if only is None or fnmatch.fnmatch(e, only)]
+        if not wanted:
+            raise GoldenError(
+                f"--only {only!r} matches no golden entry; entries: {', '.join(all_builders)}"
+            )
         for entry in sorted(set(recorded) - set(all_builders)):
             problems.append(f"{entry}: in the manifest but no builder produces it (orphaned)")
         known_files = {self.file_for(e).resolve() for e in recorded}

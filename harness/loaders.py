@@ -239,10 +239,3 @@ def loaders() -> dict[str, Loader]:
 
 def get_loader(name: str) -> Loader:
     return lookup(loaders(), name, "loader")
-
-
-def load_checkpoint(
-    ckpt: LinearCheckpoint, target_format: str, loader: str | None = None
-) -> LoadedLayer:
-    """Load with the named loader, or the one the checkpoint's config names."""
-    return get_loader(loader or ckpt.config.method).load(ckpt, target_format)

@@ -141,7 +141,13 @@ class ResultRecorder:
             return
         outcome: str
         if report.when == "call":
-            outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
+            expected_failure = hasattr(report, "wasxfail")
+            if expected_failure and report.skipped:
+                outcome = "xfailed"
+            elif expected_failure and report.passed:
+                outcome = "xpassed"  # non-strict xfail that passed; strict ones are failures
+            else:
+                outcome = report.outcome
         else:
             outcome = "skipped" if report.skipped else "error"
         props: dict[str, Any] = dict(report.user_properties)

@@ -105,9 +105,6 @@ def get_scheme(name: str) -> Scheme:
         raise UnknownSchemeError(f"unknown scheme {name!r}; known schemes: {known}") from None
 
 
-def scheme_names() -> list[str]:
-    return sorted(SCHEMES)
-
 
 # ------------------------------------------------------------------------ SQNR floors
 # A scheme's floor follows from its element formats. Rounding a normal value to m mantissa

@@ -29,13 +29,3 @@ def support_matrix(
             row[path_name] = {"supported": s.ok, "reason": s.reason or None}
         matrix[name] = row
     return matrix
-
-
-def emulated_only(platform: PlatformInfo) -> dict[str, list[str]]:
-    """Schemes that no path other than `emulated` can run here, with each path's reason."""
-    out: dict[str, list[str]] = {}
-    for scheme, row in support_matrix(platform).items():
-        others = {p: s for p, s in row.items() if p != "emulated"}
-        if others and not any(s["supported"] for s in others.values()):
-            out[scheme] = [f"{p}: {s['reason']}" for p, s in others.items()]
-    return out

@@ -69,3 +69,9 @@ def test_report_without_results_is_a_usage_error(cli, tmp_path) -> None:
     result = cli("report", "--results", str(tmp_path / "none.json"))
     assert result.returncode == 2
     assert "does not exist" in result.stderr
+
+
+def test_golden_check_with_unmatched_pattern_is_a_usage_error(cli) -> None:
+    result = cli("golden", "check", "--only", "nonexistent/*")
+    assert result.returncode == 2
+    assert "matches no golden entry" in result.stderr

@@ -163,3 +163,12 @@ def test_config_naming_an_unknown_scheme_is_rejected(tmp_path: Path) -> None:
     save_checkpoint(replace(_fused(), config=replace(_fused().config, scheme="fp9")), path)
     with pytest.raises(CheckpointError, match="unknown scheme 'fp9'"):
         read_checkpoint(path)
+
+
+def test_config_naming_a_scheme_loading_does_not_cover_is_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "layer.safetensors"
+    save_checkpoint(replace(_fused(), config=replace(_fused().config, scheme="w_mxfp4")), path)
+    with pytest.raises(
+        CheckpointError, match=r"layer\.safetensors.*w_mxfp4 \(mx\) cannot be loaded"
+    ):
+        read_checkpoint(path)
