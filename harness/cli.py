@@ -66,8 +66,8 @@ def cmd_platform(args: argparse.Namespace) -> int:
     for name, c in report["capabilities"].items():
         mark = "yes" if c["available"] else "no "
         exp = "expected" if c["expected"] else ""
-        detail = "" if c["available"] else f"  {c['detail']}"
-        print(f"  {mark}  {name:<36} {exp}{detail}")
+        detail = "" if c["available"] else c["detail"]
+        print(f"  {mark}  {name:<36} {exp:<9}{detail}")
     if report["expected_missing"]:
         print(f"\nEXPECTED BUT MISSING: {', '.join(report['expected_missing'])}")
     print("\nsupport matrix (scheme x path; reasons for emulated-only)")
@@ -106,6 +106,7 @@ def cmd_schemes(args: argparse.Namespace) -> int:
     if args.json:
         _print_json([s.to_json() for s in schemes])
         return EXIT_OK
+    width = max(len(s.name) for s in schemes)
     for s in schemes:
         w = s.weight
         a = s.activation
@@ -115,7 +116,7 @@ def cmd_schemes(args: argparse.Namespace) -> int:
             else (f"{a.format} {a.granularity} {'dynamic' if a.dynamic else 'static'}")
         )
         print(
-            f"{s.name:<28} W {w.format} {w.granularity} scale {w.scale_format}/{w.scale_rounding}"
+            f"{s.name:<{width}}  W {w.format} {w.granularity} scale {w.scale_format}/{w.scale_rounding}"
             f" | A {act} | SQNR >= {s.sqnr_floor_db} dB"
         )
     return EXIT_OK

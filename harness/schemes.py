@@ -105,7 +105,6 @@ def get_scheme(name: str) -> Scheme:
         raise UnknownSchemeError(f"unknown scheme {name!r}; known schemes: {known}") from None
 
 
-
 # ------------------------------------------------------------------------ SQNR floors
 # A scheme's floor follows from its element formats. Rounding a normal value to m mantissa
 # bits (RNE) errs by at most eps = 2^-(m+1) relative; a block's largest element can also
