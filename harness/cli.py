@@ -67,7 +67,7 @@ def cmd_platform(args: argparse.Namespace) -> int:
         mark = "yes" if c["available"] else "no "
         exp = "expected" if c["expected"] else ""
         detail = "" if c["available"] else c["detail"]
-        print(f"  {mark}  {name:<36} {exp:<9}{detail}")
+        print(f"  {mark}  {name:<36} {exp:<9}{detail}".rstrip())
     if report["expected_missing"]:
         print(f"\nEXPECTED BUT MISSING: {', '.join(report['expected_missing'])}")
     print("\nsupport matrix (scheme x path; reasons for emulated-only)")
@@ -116,8 +116,8 @@ def cmd_schemes(args: argparse.Namespace) -> int:
             else (f"{a.format} {a.granularity} {'dynamic' if a.dynamic else 'static'}")
         )
         print(
-            f"{s.name:<{width}}  W {w.format} {w.granularity} scale {w.scale_format}/{w.scale_rounding}"
-            f" | A {act} | SQNR >= {s.sqnr_floor_db} dB"
+            f"{s.name:<{width}}  W {w.format} {w.granularity} "
+            f"scale {w.scale_format}/{w.scale_rounding} | A {act} | SQNR >= {s.sqnr_floor_db} dB"
         )
     return EXIT_OK
 
