@@ -263,6 +263,10 @@ class MoETrace:
     out: torch.Tensor  # float32 [T, H]
     act: torch.Tensor  # float32 [T * k, I], SiLU-and-mul output before quantization
     act_q: QuantizedTensor | None  # the quantized intermediate (None: weight-only scheme)
+    # The grouped GEMMs' outputs as the kernel returned them (values of its output dtype),
+    # so the suite can compare paths element by element where rounding is determined.
+    gate_up: torch.Tensor | None = None  # float32 [T * k, 2I], GEMM 1
+    y: torch.Tensor | None = None  # float32 [T * k, H], GEMM 2, before the combine
 
 
 def combine(y: torch.Tensor, routing: Routing) -> torch.Tensor:
@@ -283,10 +287,13 @@ def run_moe(layer: MoELayer, x: torch.Tensor, routing: Routing, gemm: GroupedGem
     spec = layer.scheme.activation
     experts = routing.row_experts()
     a1 = gather_rows(quantize_operand(x, spec, layer.a1_scale), routing.row_tokens())
-    act = silu_and_mul(gemm(a1, experts, layer.w13))
+    gate_up = gemm(a1, experts, layer.w13)
+    act = silu_and_mul(gate_up)
     a2 = quantize_operand(act, spec, layer.a2_scale)
     y = gemm(a2, experts, layer.w2)
-    return MoETrace(out=combine(y, routing), act=act, act_q=a2.quantized)
+    return MoETrace(
+        out=combine(y, routing), act=act, act_q=a2.quantized, gate_up=gate_up.float(), y=y.float()
+    )
 
 
 # ------------------------------------------------------------- float64 reference

@@ -49,6 +49,16 @@ class GemmNumerics:
     epilogue_roundings: int = 0  # float32 roundings after accumulation (scale multiplies)
     activation_dtype: torch.dtype = torch.float32  # dtype of SiLU-and-mul
 
+    def round_operand(self, values: torch.Tensor) -> torch.Tensor:
+        """Operand values as the kernel multiplies them (float32)."""
+        if self.operand_dtype is None:
+            return values.float()
+        return values.to(self.operand_dtype).float()
+
+    def round_output(self, values: torch.Tensor) -> torch.Tensor:
+        """The kernel's final rounding of its float32 result (round to nearest even)."""
+        return values.float().to(self.out_dtype).float()
+
     def describe(self) -> str:
         op = "exact" if self.operand_dtype is None else str(self.operand_dtype).split(".")[-1]
         out = str(self.out_dtype).split(".")[-1]

@@ -4,18 +4,20 @@ One golden entry per scheme, ``moe/<scheme>``, holds everything the suite needs 
 (experts, top-k) config x token count x renormalize case: the "checkpoint" (per-expert
 weight codes and scales, static activation scales), the inputs (x, router logits), the
 routing (ids, weights; bit-exact), the intermediate's codes and scales, and float64-derived
-references for the intermediate before quantization and for the output. The output
+references for the intermediate before quantization and for the output, and a sha256 of
+each seeded float weight tensor (not the weights: they are regenerated). The output
 reference is computed from the stored intermediate codes, so the one discontinuous step
 (quantizing the intermediate) is pinned in the golden and accounted for by the suite.
 
-Sizes: H = 64, I = 32 (MX 1x32 blocks tile both reduction dims: 2 blocks along H for
-w13, 1 along I for w2). FP8 128x128 / 1x128 block schemes get one partial tile per
+Sizes: H = 32, I = 32 (MX 1x32 blocks tile both reduction dims: one block along H for
+w13, one along I for w2). FP8 128x128 / 1x128 block schemes get one partial tile per
 matrix at these sizes (`quantize` zero-pads edge tiles); their multi-tile behaviour is
 covered by the linear suite. The (8, 2) config uses the first 8 of the 16 experts.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -149,6 +151,16 @@ def moe_inputs(scheme_name: str) -> dict[str, torch.Tensor]:
 
 
 # ------------------------------------------------------------------------- goldens
+SEEDED_WEIGHTS = ("w13", "w2")  # regenerated from the seeds, stored only as a digest
+
+
+def input_digest(t: torch.Tensor) -> torch.Tensor:
+    """sha256 of a tensor's bf16 bytes, uint8 [32]: pins the seeded float weights in the
+    golden without storing them, so a changed generator is told apart from a quantizer bug."""
+    raw = t.detach().to("cpu", torch.bfloat16).contiguous().view(torch.uint8).numpy().tobytes()
+    return torch.frombuffer(bytearray(hashlib.sha256(raw).digest()), dtype=torch.uint8)
+
+
 def build_moe_golden(scheme_name: str) -> GoldenData:
     scheme = get_scheme(scheme_name)
     inputs = moe_inputs(scheme_name)
@@ -156,6 +168,8 @@ def build_moe_golden(scheme_name: str) -> GoldenData:
     data = GoldenData()
     data.exact["x"] = x.to(torch.bfloat16)
     data.exact["logits"] = logits.to(torch.bfloat16)
+    for name in SEEDED_WEIGHTS:
+        data.exact[f"{name}_sha256"] = input_digest(inputs[name])
     for experts, top_k in EXPERT_CONFIGS:
         cfg = config_id(experts, top_k)
         # Static scales are calibrated on the 64-token batch routed for this config; the

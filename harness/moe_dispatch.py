@@ -26,10 +26,10 @@ SCALED_GROUPED_ROWWISE = "scaled_grouped_mm.rowwise"  # FP8 codes, torch._scaled
 # ----------------------------------------------------------------- scheme name groups
 # FP8 schemes whose weight and activation scales are per-tensor or per-row: the shapes a
 # row-wise scaled grouped GEMM takes ([M] activation scales, [E, N] weight scales).
-FP8_ROWWISE_FN: frozenset[str] = frozenset(
+MOE_FP8_ROWWISE_FN: frozenset[str] = frozenset(
     {"fp8_per_tensor", "fp8_per_channel", "fp8_w_per_channel_a_static"}
 )
-FP8_ROWWISE_FNUZ: frozenset[str] = frozenset(
+MOE_FP8_ROWWISE_FNUZ: frozenset[str] = frozenset(
     {
         "fp8_per_tensor_fnuz",
         "fp8_per_tensor_fnuz_clamp224",
@@ -39,8 +39,8 @@ FP8_ROWWISE_FNUZ: frozenset[str] = frozenset(
     }
 )
 # FP8 with 128x128 weight / 1x128 activation blocks: no grouped block-scaled kernel is wired.
-FP8_BLOCK: frozenset[str] = frozenset({"fp8_per_block", "fp8_per_block_fnuz"})
-MX_SCHEMES: frozenset[str] = frozenset(
+MOE_FP8_BLOCK: frozenset[str] = frozenset({"fp8_per_block", "fp8_per_block_fnuz"})
+MOE_MX: frozenset[str] = frozenset(
     {
         "w_mxfp4",
         "w_mxfp4_a_mxfp4",
@@ -61,7 +61,9 @@ MX_SCHEMES: frozenset[str] = frozenset(
         "w_mxfp8_a_mxfp8@rceil",
     }
 )
-ALL_INTENDED: frozenset[str] = FP8_ROWWISE_FN | FP8_ROWWISE_FNUZ | FP8_BLOCK | MX_SCHEMES
+MOE_ALL_INTENDED: frozenset[str] = (
+    MOE_FP8_ROWWISE_FN | MOE_FP8_ROWWISE_FNUZ | MOE_FP8_BLOCK | MOE_MX
+)
 
 
 # --------------------------------------------------------------------------- the table
@@ -69,29 +71,29 @@ DispatchRow = Mapping[str, frozenset[str]]  # decision -> scheme names
 
 MOE_NATIVE_DISPATCH: dict[str, DispatchRow] = {
     # torch 2.13 CPU: F.grouped_mm on bf16 runs (probed); no scaled grouped GEMM.
-    "cpu": {GROUPED_BF16: ALL_INTENDED, EMULATE: frozenset()},
+    "cpu": {GROUPED_BF16: MOE_ALL_INTENDED, EMULATE: frozenset()},
     # Ada: bf16 grouped GEMM (sm_80+); torch._scaled_grouped_mm needs sm_90.
-    "sm_89": {GROUPED_BF16: ALL_INTENDED, EMULATE: frozenset()},
+    "sm_89": {GROUPED_BF16: MOE_ALL_INTENDED, EMULATE: frozenset()},
     # Hopper / Blackwell: row-wise FP8 grouped GEMM for e4m3fn per-tensor/per-channel.
     "sm_90": {
-        SCALED_GROUPED_ROWWISE: FP8_ROWWISE_FN,
-        GROUPED_BF16: ALL_INTENDED - FP8_ROWWISE_FN,
+        SCALED_GROUPED_ROWWISE: MOE_FP8_ROWWISE_FN,
+        GROUPED_BF16: MOE_ALL_INTENDED - MOE_FP8_ROWWISE_FN,
         EMULATE: frozenset(),
     },
     "sm_100": {
-        SCALED_GROUPED_ROWWISE: FP8_ROWWISE_FN,
-        GROUPED_BF16: ALL_INTENDED - FP8_ROWWISE_FN,
+        SCALED_GROUPED_ROWWISE: MOE_FP8_ROWWISE_FN,
+        GROUPED_BF16: MOE_ALL_INTENDED - MOE_FP8_ROWWISE_FN,
         EMULATE: frozenset(),
     },
     # MI300/MI325 (e4m3fnuz hardware): row-wise FP8 grouped GEMM for the fnuz twins.
     "gfx942": {
-        SCALED_GROUPED_ROWWISE: FP8_ROWWISE_FNUZ,
-        GROUPED_BF16: ALL_INTENDED - FP8_ROWWISE_FNUZ,
+        SCALED_GROUPED_ROWWISE: MOE_FP8_ROWWISE_FNUZ,
+        GROUPED_BF16: MOE_ALL_INTENDED - MOE_FP8_ROWWISE_FNUZ,
         EMULATE: frozenset(),
     },
     "gfx950": {
-        SCALED_GROUPED_ROWWISE: FP8_ROWWISE_FN,
-        GROUPED_BF16: ALL_INTENDED - FP8_ROWWISE_FN,
+        SCALED_GROUPED_ROWWISE: MOE_FP8_ROWWISE_FN,
+        GROUPED_BF16: MOE_ALL_INTENDED - MOE_FP8_ROWWISE_FN,
         EMULATE: frozenset(),
     },
 }

@@ -1,7 +1,9 @@
-"""Local (unregistered) schemes and small MoE layers for the MoE self-tests.
+"""Small seeded MoE layers and a spread of registered schemes for the MoE self-tests.
 
-These schemes use only what this branch's scale rules provide ("exact" float32 scales), so
-block and MX-like tile specs are exercised without registering anything.
+The schemes cover each kind of weight/activation tile the MoE block must handle: MX 1x32
+blocks with E8M0 scales (weight-only and with MX activations), FP8 per-channel, FP8
+128x128 / 1x128 blocks (one partial tile at these sizes) and FP8 per-tensor with a static
+activation scale.
 """
 
 from __future__ import annotations
@@ -10,39 +12,14 @@ import torch
 
 from harness.inputs import scaled_normal
 from harness.moe import MoELayer, quantize_moe, route
-from harness.schemes import QuantSpec, Scheme
+from harness.schemes import SCHEMES, Scheme
 
-
-def local_scheme(name: str, weight: QuantSpec, activation: QuantSpec | None) -> Scheme:
-    return Scheme(name, "test", weight, activation, 0.0, f"local test scheme {name}")
-
-
-W_MXFP4_LIKE = local_scheme("w_mxfp4", QuantSpec("e2m1", block=(1, 32)), None)
-W_MXFP4_A_MXFP6_LIKE = local_scheme(
-    "w_mxfp4_a_mxfp6_e3m2",
-    QuantSpec("e2m1", block=(1, 32)),
-    QuantSpec("e3m2", block=(1, 32), dynamic=True),
-)
-FP8_PER_CHANNEL_LIKE = local_scheme(
-    "fp8_per_channel",
-    QuantSpec("e4m3fn", block=(1, None)),
-    QuantSpec("e4m3fn", block=(1, None), dynamic=True),
-)
-FP8_PER_BLOCK_LIKE = local_scheme(
-    "fp8_per_block",
-    QuantSpec("e4m3fn", block=(128, 128)),
-    QuantSpec("e4m3fn", block=(1, 128), dynamic=True),
-)
-FP8_STATIC_LIKE = local_scheme(
-    "fp8_static", QuantSpec("e4m3fn"), QuantSpec("e4m3fn", dynamic=False)
-)
-LOCAL_SCHEMES = (
-    W_MXFP4_LIKE,
-    W_MXFP4_A_MXFP6_LIKE,
-    FP8_PER_CHANNEL_LIKE,
-    FP8_PER_BLOCK_LIKE,
-    FP8_STATIC_LIKE,
-)
+W_MXFP4 = SCHEMES["w_mxfp4"]
+W_MXFP4_A_MXFP6 = SCHEMES["w_mxfp4_a_mxfp6_e3m2"]
+FP8_PER_CHANNEL = SCHEMES["fp8_per_channel"]
+FP8_PER_BLOCK = SCHEMES["fp8_per_block"]
+FP8_STATIC = SCHEMES["fp8_per_tensor"]  # per-tensor weights, static per-tensor input scale
+TILE_KINDS = (W_MXFP4, W_MXFP4_A_MXFP6, FP8_PER_CHANNEL, FP8_PER_BLOCK, FP8_STATIC)
 
 
 def small_moe(

@@ -7,19 +7,13 @@ import json
 
 import pytest
 import torch
-from moe_helpers import (
-    FP8_PER_BLOCK_LIKE,
-    FP8_PER_CHANNEL_LIKE,
-    W_MXFP4_A_MXFP6_LIKE,
-    W_MXFP4_LIKE,
-    small_moe,
-)
+from moe_helpers import FP8_PER_BLOCK, FP8_PER_CHANNEL, W_MXFP4, W_MXFP4_A_MXFP6, small_moe
 
 from harness.moe import Operand, QuantizedExperts, route
 from harness.moe_bounds import EXACT_FP32, GemmNumerics
 from harness.moe_dispatch import (
-    ALL_INTENDED,
     EMULATE,
+    MOE_ALL_INTENDED,
     MOE_NATIVE_DISPATCH,
     decision,
     dispatch_problems,
@@ -34,7 +28,7 @@ from harness.schemes import SCHEMES, Scheme
 
 CPU = PlatformInfo("cpu", "x86_64", "test cpu", torch.__version__, None, None)
 PROBLEM = MoEProblem(tokens=9, experts=4, top_k=2, hidden=64, intermediate=32)
-LOCAL = {s.name: s for s in (W_MXFP4_LIKE, W_MXFP4_A_MXFP6_LIKE)}
+MX_PAIR = {s.name: s for s in (W_MXFP4, W_MXFP4_A_MXFP6)}  # a two-scheme registry
 
 
 class PureMXFP4Kernel:
@@ -81,27 +75,27 @@ def _explicit_table(kernel: str) -> dict[str, dict[str, frozenset[str]]]:
 
 def _prefix_table(kernel: str) -> dict[str, dict[str, frozenset[str]]]:
     """What a name-prefix dispatcher decides: the real bug, rebuilt as a table."""
-    prefixed = frozenset(n for n in LOCAL if n.startswith("w_mxfp4"))
-    return {"cpu": {kernel: prefixed, EMULATE: frozenset(LOCAL) - prefixed}}
+    prefixed = frozenset(n for n in MX_PAIR if n.startswith("w_mxfp4"))
+    return {"cpu": {kernel: prefixed, EMULATE: frozenset(MX_PAIR) - prefixed}}
 
 
 def test_explicit_table_passes_and_never_sends_mixed_scheme_to_pure_kernel() -> None:
     fake = PureMXFP4Kernel()
     kernels = {fake.name: fake}
     table = _explicit_table(fake.name)
-    assert dispatch_problems(LOCAL, kernels, table) == []
+    assert dispatch_problems(MX_PAIR, kernels, table) == []
     native = NativeMoEPath(table, kernels, probe=False)
 
-    mixed = native.supports(W_MXFP4_A_MXFP6_LIKE, PROBLEM, CPU)
+    mixed = native.supports(W_MXFP4_A_MXFP6, PROBLEM, CPU)
     assert not mixed.ok
     assert "emulated on cpu" in mixed.reason
-    layer, x, logits = small_moe(W_MXFP4_A_MXFP6_LIKE)
+    layer, x, logits = small_moe(W_MXFP4_A_MXFP6)
     with pytest.raises(ValueError, match="cannot run w_mxfp4_a_mxfp6_e3m2"):
         native.forward(layer, x, route(logits, 2, True), CPU)
     assert fake.calls == []
 
-    assert native.supports(W_MXFP4_LIKE, PROBLEM, CPU).ok
-    layer, x, logits = small_moe(W_MXFP4_LIKE)
+    assert native.supports(W_MXFP4, PROBLEM, CPU).ok
+    layer, x, logits = small_moe(W_MXFP4)
     routing = route(logits, 2, True)
     out = native.forward(layer, x, routing, CPU).out
     assert fake.calls == [("e2m1", False), ("e2m1", False)]  # two GEMMs, pure w_mxfp4
@@ -111,14 +105,14 @@ def test_explicit_table_passes_and_never_sends_mixed_scheme_to_pure_kernel() -> 
 
 def test_prefix_dispatcher_fails_the_table_check() -> None:
     fake = PureMXFP4Kernel()
-    problems = dispatch_problems(LOCAL, {fake.name: fake}, _prefix_table(fake.name))
+    problems = dispatch_problems(MX_PAIR, {fake.name: fake}, _prefix_table(fake.name))
     assert problems == [
         "row 'cpu' sends 'w_mxfp4_a_mxfp6_e3m2' to 'fake.pure_mxfp4', which cannot run it: "
         "activations must stay unquantized (pure w_mxfp4 only)"
     ]
     # And even if such a table were used, the path refuses rather than call the kernel.
     native = NativeMoEPath(_prefix_table(fake.name), {fake.name: fake}, probe=False)
-    support = native.supports(W_MXFP4_A_MXFP6_LIKE, PROBLEM, CPU)
+    support = native.supports(W_MXFP4_A_MXFP6, PROBLEM, CPU)
     assert not support.ok
     assert "dispatch table error" in support.reason
     assert fake.calls == []
@@ -127,7 +121,7 @@ def test_prefix_dispatcher_fails_the_table_check() -> None:
 def test_table_check_reports_each_kind_of_error() -> None:
     fake = PureMXFP4Kernel()
     kernels = {fake.name: fake}
-    schemes = dict(LOCAL)
+    schemes = dict(MX_PAIR)
     bad = {
         "cpu": {
             fake.name: frozenset({"w_mxfp4", "w_mxfp4_typo"}),
@@ -147,28 +141,28 @@ def test_table_check_reports_each_kind_of_error() -> None:
 def test_every_row_decides_the_full_intended_list() -> None:
     for key, row in MOE_NATIVE_DISPATCH.items():
         named = [n for names in row.values() for n in names]
-        assert sorted(named) == sorted(ALL_INTENDED), key  # each exactly once
+        assert sorted(named) == sorted(MOE_ALL_INTENDED), key  # each exactly once
         assert decision(key, "fp8_per_tensor") in row
 
 
 def test_the_table_decides_exactly_the_registered_schemes() -> None:
-    assert set(SCHEMES) == ALL_INTENDED
+    assert set(SCHEMES) == MOE_ALL_INTENDED
 
 
-def test_real_table_matches_real_kernel_contracts_for_local_schemes() -> None:
-    """Contracts are read from QuantSpec fields: what a registered twin would face."""
+def test_rowwise_kernel_contract_reads_quantspec_fields() -> None:
+    """Contracts are read from QuantSpec fields, so a renamed twin would face the same."""
     rowwise = Fp8RowwiseGroupedKernel()
     assert rowwise.accepts(SCHEMES["fp8_per_tensor"]) == (True, "")
-    assert rowwise.accepts(FP8_PER_CHANNEL_LIKE) == (True, "")
-    ok, reason = rowwise.accepts(FP8_PER_BLOCK_LIKE)
+    assert rowwise.accepts(FP8_PER_CHANNEL) == (True, "")
+    ok, reason = rowwise.accepts(FP8_PER_BLOCK)
     assert not ok
     assert "block_128x128" in reason
-    ok, reason = rowwise.accepts(W_MXFP4_LIKE)
+    ok, reason = rowwise.accepts(W_MXFP4)
     assert not ok
     assert "e2m1" in reason
     fnuz_act = dataclasses.replace(
-        FP8_PER_CHANNEL_LIKE,
-        activation=dataclasses.replace(FP8_PER_CHANNEL_LIKE.weight, format="e4m3fnuz"),
+        FP8_PER_CHANNEL,
+        activation=dataclasses.replace(FP8_PER_CHANNEL.weight, format="e4m3fnuz"),
     )
     assert rowwise.accepts(fnuz_act) == (False, "weight and activation FP8 flavours differ")
     assert set(MOE_KERNELS) == {"grouped_mm.bf16", "scaled_grouped_mm.rowwise"}

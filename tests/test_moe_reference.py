@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from moe_helpers import LOCAL_SCHEMES, small_moe
+from moe_helpers import TILE_KINDS, W_MXFP4_A_MXFP6, small_moe
 
 from harness.compare import unit_roundoff, within_bound
 from harness.grouped_ops import group_offsets, grouped_mm_bf16
@@ -17,9 +17,7 @@ from harness.moe import (
     route,
 )
 from harness.moe_bounds import SILU_LIPSCHITZ, intermediate_bound, output_bound
-from harness.moe_dispatch import GROUPED_BF16, platform_key
-from harness.moe_paths import MoEPath, MoEProblem, get_moe_path
-from harness.moe_paths.native import NativeMoEPath
+from harness.moe_paths import MoEProblem, get_moe_path
 from harness.platform import detect
 from harness.quantize import quantize
 from harness.schemes import QuantSpec, Scheme
@@ -60,15 +58,12 @@ def test_tokens_per_expert_counts_empty_experts() -> None:
 
 # ----------------------------------------------------------------- the pipeline
 @pytest.mark.parametrize("path", ["emulated", "native"])
-@pytest.mark.parametrize("scheme", LOCAL_SCHEMES, ids=lambda s: s.name)
+@pytest.mark.parametrize("scheme", TILE_KINDS, ids=lambda s: s.name)
 def test_block_and_mx_like_specs_match_float64_reference(scheme: Scheme, path: str) -> None:
-    """Local (unregistered) MX-like, per-channel, per-block and static schemes through both
-    paths: the same stage checks as the suite, against `reference_moe` in float64."""
+    """MX, per-channel, per-block and static schemes through both paths at a second size
+    (H = 64, 4 experts): the same stage checks as the suite, against `reference_moe`."""
     platform = detect()
-    # Local schemes are not in the real table: the native path gets a one-row table that
-    # sends them all to the bf16 grouped kernel on this platform.
-    local_table = {platform_key(platform): {GROUPED_BF16: frozenset(s.name for s in LOCAL_SCHEMES)}}
-    moe_path: MoEPath = get_moe_path(path) if path == "emulated" else NativeMoEPath(local_table)
+    moe_path = get_moe_path(path)
     support = moe_path.supports(scheme, MoEProblem(9, 4, 2, 64, 32), platform)
     if not support.ok:
         pytest.skip(support.reason)
@@ -97,7 +92,7 @@ def test_block_and_mx_like_specs_match_float64_reference(scheme: Scheme, path: s
 def test_reference_output_comes_from_the_quantized_intermediate() -> None:
     """Moving one intermediate code moves the float64 reference output (no hidden re-use
     of the unquantized intermediate)."""
-    scheme = LOCAL_SCHEMES[1]  # MX-like weights and activations
+    scheme = W_MXFP4_A_MXFP6  # MX weights and activations
     layer, x, logits = small_moe(scheme)
     routing = route(logits, 2, renormalize=False)
     ref = reference_moe(layer, x, routing)

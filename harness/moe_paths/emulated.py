@@ -7,6 +7,7 @@ import torch
 from harness.moe import MoELayer, MoETrace, Operand, QuantizedExperts, Routing, run_moe
 from harness.moe_bounds import EXACT_FP32, GemmNumerics
 from harness.paths.base import Support
+from harness.paths.emulated import full_fp32_matmul
 from harness.platform import PlatformInfo
 from harness.schemes import Scheme
 
@@ -18,9 +19,10 @@ def per_expert_gemm(a: Operand, row_experts: torch.Tensor, w: QuantizedExperts) 
     out = torch.zeros(
         a.values.shape[0], w.codes.shape[1], dtype=torch.float32, device=a.values.device
     )
-    for e in torch.unique(row_experts).tolist():
-        rows = (row_experts == e).nonzero().squeeze(1)
-        out[rows] = a.values[rows].float() @ w.expert(int(e)).dequantize().t()
+    with full_fp32_matmul():
+        for e in torch.unique(row_experts).tolist():
+            rows = (row_experts == e).nonzero().squeeze(1)
+            out[rows] = a.values[rows].float() @ w.expert(int(e)).dequantize().t()
     return out
 
 
@@ -28,12 +30,17 @@ class EmulatedMoEPath:
     """Runs every scheme anywhere: the float32 model of what kernels should compute."""
 
     name = "emulated"
+    is_reference = True  # the model other paths are compared against
 
     def supports(self, scheme: Scheme, problem: MoEProblem, platform: PlatformInfo) -> Support:
         return Support.yes()
 
     def numerics(self, scheme: Scheme, platform: PlatformInfo) -> GemmNumerics:
         return EXACT_FP32
+
+    def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
+        """What runs (recorded with each result): per-expert float32 matmuls."""
+        return "emulated"
 
     def forward(
         self, layer: MoELayer, x: torch.Tensor, routing: Routing, platform: PlatformInfo

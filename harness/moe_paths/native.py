@@ -28,6 +28,7 @@ class NativeMoEPath:
     """Grouped GEMMs on the kernel the dispatch table names for (scheme, platform)."""
 
     name = "native"
+    is_reference = False  # compared against the emulated path, never the other way round
 
     def __init__(
         self,
@@ -83,6 +84,13 @@ class NativeMoEPath:
         if self.probe and not capabilities.has(platform, cap):
             return Support.no(capabilities.why_not(platform, cap))
         return kernel.fits(problem, platform)
+
+    def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
+        """The grouped kernel that runs ``scheme`` here (recorded with each result)."""
+        kernel, reason = self.kernel_for(scheme, platform)
+        if kernel is None:
+            raise ValueError(f"native MoE path cannot run {scheme.name}: {reason}")
+        return kernel.name
 
     def numerics(self, scheme: Scheme, platform: PlatformInfo) -> GemmNumerics:
         kernel, reason = self.kernel_for(scheme, platform)
