@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from harness.golden import GoldenData, register_golden
+from harness.golden import GoldenData, register_each
 from harness.inputs import bias_vector, scaled_normal
 from harness.paths import LinearProblem, linear_paths
 from harness.quantize import (
@@ -151,16 +151,7 @@ def build_linear_golden(scheme_name: str) -> GoldenData:
     return data
 
 
-def _register_linear_goldens() -> None:
-    for name in sorted(SCHEMES):
-        register_golden(
-            golden_entry(name),
-            lambda name=name: build_linear_golden(name),  # type: ignore[misc]
-            generator="harness.cases:build_linear_golden",
-        )
-
-
-_register_linear_goldens()
+register_each(build_linear_golden, ((golden_entry(n), (n,)) for n in sorted(SCHEMES)))
 
 
 # ------------------------------------------------------------- loading from a golden

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import fnmatch
+import functools
 import hashlib
 import importlib
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,15 @@ def register_golden(entry: str, builder: Builder, generator: str) -> None:
     if entry in _BUILDERS:
         raise ValueError(f"golden entry {entry!r} registered twice")
     _BUILDERS[entry] = (builder, generator)
+
+
+def register_each(
+    build: Callable[..., GoldenData], entries: Iterable[tuple[str, tuple[Any, ...]]]
+) -> None:
+    """Register ``build(*args)`` under each ``(entry, args)``; the generator is ``build``."""
+    generator = f"{build.__module__}:{build.__qualname__}"
+    for entry, args in entries:
+        register_golden(entry, functools.partial(build, *args), generator)
 
 
 def builders() -> dict[str, tuple[Builder, str]]:

@@ -21,7 +21,7 @@ import torch
 
 from harness.checkpoint import LinearCheckpoint, QuantConfig, Shard, build_checkpoint
 from harness.formats import decode, get_format
-from harness.golden import GoldenData, register_golden
+from harness.golden import GoldenData, register_each
 from harness.inputs import generator, scaled_normal
 from harness.quantize import calibrate_input_scale, quantize, quantize_activation
 from harness.schemes import SCHEMES, WHOLE, Scheme, get_scheme
@@ -228,17 +228,10 @@ def checkpoint_from_golden(data: GoldenData, scheme_name: str, case_name: str) -
     )
 
 
-def _register() -> None:
-    for scheme in fp8_schemes():
-        for case in CASES:
-            register_golden(
-                golden_entry(scheme, case.name),
-                lambda s=scheme, c=case.name: build_loading_golden(s, c),  # type: ignore[misc]
-                generator="harness.loading_cases:build_loading_golden",
-            )
-
-
-_register()
+register_each(
+    build_loading_golden,
+    ((golden_entry(s, c.name), (s, c.name)) for s in fp8_schemes() for c in CASES),
+)
 
 
 # ------------------------------------------------------------------- suite params

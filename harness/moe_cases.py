@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from harness.golden import GoldenData, register_golden
+from harness.golden import GoldenData, register_each
 from harness.inputs import generator, scaled_normal
 from harness.moe import MoELayer, QuantizedExperts, Routing, quantize_moe, reference_moe, route
 from harness.moe_paths import MoEProblem, moe_paths
@@ -209,16 +209,7 @@ def build_moe_golden(scheme_name: str) -> GoldenData:
     return data
 
 
-def _register_moe_goldens() -> None:
-    for name in sorted(SCHEMES):
-        register_golden(
-            golden_entry(name),
-            lambda name=name: build_moe_golden(name),  # type: ignore[misc]
-            generator="harness.moe_cases:build_moe_golden",
-        )
-
-
-_register_moe_goldens()
+register_each(build_moe_golden, ((golden_entry(n), (n,)) for n in sorted(SCHEMES)))
 
 
 # ------------------------------------------------------------ loading from a golden

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from harness.formats import ElementFormat, get_format
-from harness.golden import GoldenData, register_golden
+from harness.golden import GoldenData, register_each
 from harness.quantize import quantize, stored_scale
 from harness.scales import E8M0_MODES
 from harness.schemes import MX_BLOCK, mx_spec
@@ -117,13 +117,4 @@ def build_mx_scales_golden(fmt_name: str) -> GoldenData:
     return data
 
 
-def _register() -> None:
-    for fmt_name in MX_ELEMENT_FORMATS:
-        register_golden(
-            golden_entry(fmt_name),
-            lambda fmt_name=fmt_name: build_mx_scales_golden(fmt_name),  # type: ignore[misc]
-            generator="harness.mx_cases:build_mx_scales_golden",
-        )
-
-
-_register()
+register_each(build_mx_scales_golden, ((golden_entry(f), (f,)) for f in MX_ELEMENT_FORMATS))
