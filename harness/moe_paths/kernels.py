@@ -46,6 +46,15 @@ class GroupedKernel(Protocol):
         ...
 
 
+def _strides_fit(problem: MoEProblem, align: int, op: str) -> Support:
+    """Grouped GEMMs need 16-byte row strides: H and I multiples of ``align`` elements."""
+    dims = {"H": problem.hidden, "I": problem.intermediate}
+    bad = {k: v for k, v in dims.items() if v % align}
+    if bad:
+        return Support.no(f"{op} needs 16-byte strides: {bad} not multiples of {align}")
+    return Support.yes()
+
+
 def sort_by_expert(
     row_experts: torch.Tensor, num_experts: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -77,11 +86,7 @@ class Bf16GroupedKernel:
         return "grouped_mm.bf16"
 
     def fits(self, problem: MoEProblem, platform: PlatformInfo) -> Support:
-        dims = {"H": problem.hidden, "I": problem.intermediate}
-        bad = {k: v for k, v in dims.items() if v % self._ALIGN}
-        if bad:
-            return Support.no(f"grouped_mm needs 16-byte strides: {bad} not multiples of 8")
-        return Support.yes()
+        return _strides_fit(problem, self._ALIGN, "grouped_mm")
 
     def numerics(self, scheme: Scheme) -> GemmNumerics:
         return GemmNumerics(operand_dtype=torch.bfloat16, out_dtype=torch.bfloat16)
@@ -132,11 +137,7 @@ class Fp8RowwiseGroupedKernel:
         return f"scaled_grouped_mm.rowwise.{scheme.weight.format}"
 
     def fits(self, problem: MoEProblem, platform: PlatformInfo) -> Support:
-        dims = {"H": problem.hidden, "I": problem.intermediate}
-        bad = {k: v for k, v in dims.items() if v % self._ALIGN}
-        if bad:
-            return Support.no(f"scaled grouped mm needs 16-byte strides: {bad} not multiples of 16")
-        return Support.yes()
+        return _strides_fit(problem, self._ALIGN, "scaled grouped mm")
 
     def numerics(self, scheme: Scheme) -> GemmNumerics:
         # Codes are exact; the two float32 scales are applied in the epilogue, then bf16 out.
