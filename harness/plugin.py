@@ -8,8 +8,10 @@ counted by reason in the terminal summary, so nothing is skipped unseen.
 
 from __future__ import annotations
 
+import os
+import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +37,30 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+GPU_LIST_VARIABLE = "QHARNESS_GPUS"
+VISIBILITY_VARIABLES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
+
+
+def pin_worker_gpu(environ: MutableMapping[str, str]) -> str | None:
+    """Give xdist worker gwN the N-th (round robin) GPU of ``QHARNESS_GPUS="0,1,..."``.
+
+    Runs in the worker's pytest_configure, before any test touches the device, so each
+    worker sees one GPU (CUDA and ROCm read the same ordinal from both variables).
+    """
+    gpus = [g.strip() for g in environ.get(GPU_LIST_VARIABLE, "").split(",") if g.strip()]
+    worker = re.fullmatch(r"gw(\d+)", environ.get("PYTEST_XDIST_WORKER", ""))
+    if not gpus or worker is None:
+        return None
+    gpu = gpus[int(worker.group(1)) % len(gpus)]
+    for name in VISIBILITY_VARIABLES:
+        environ[name] = gpu
+    return gpu
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    if not hasattr(config, "workerinput"):  # xdist workers ship reports to the controller
+    if hasattr(config, "workerinput"):
+        pin_worker_gpu(os.environ)
+    else:  # xdist workers ship reports to the controller, which records them
         config.pluginmanager.register(ResultRecorder(config), "qharness-recorder")
 
 

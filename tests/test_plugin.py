@@ -78,3 +78,54 @@ def test_records_from_xdist_workers_are_merged(tmp_path: Path) -> None:
     status, doc = _run_other_repo(tmp_path, "-n", "2", "-p", "no:benchmark")
     assert status == 1
     _check(doc)
+
+
+def test_each_xdist_worker_is_pinned_to_one_gpu() -> None:
+    from harness.plugin import pin_worker_gpu
+
+    env = {"QHARNESS_GPUS": "3, 5", "PYTEST_XDIST_WORKER": "gw2"}
+    assert pin_worker_gpu(env) == "3"  # round robin: gw2 -> third of two -> first
+    assert env["CUDA_VISIBLE_DEVICES"] == env["HIP_VISIBLE_DEVICES"] == "3"
+    env = {"QHARNESS_GPUS": "3,5", "PYTEST_XDIST_WORKER": "gw1"}
+    assert pin_worker_gpu(env) == "5"
+    untouched = {"PYTEST_XDIST_WORKER": "gw0"}
+    assert pin_worker_gpu(untouched) is None
+    assert "CUDA_VISIBLE_DEVICES" not in untouched
+    assert pin_worker_gpu({"QHARNESS_GPUS": "0"}) is None  # not an xdist worker
+
+
+PINNED_TEST = """
+import os
+
+
+def test_sees_its_gpu(record_result):
+    record_result(gpu=os.environ["CUDA_VISIBLE_DEVICES"], hip=os.environ["HIP_VISIBLE_DEVICES"])
+"""
+
+
+def test_workers_are_pinned_before_tests_run(tmp_path: Path) -> None:
+    (tmp_path / "test_pinned.py").write_text(PINNED_TEST)
+    results = tmp_path / "results.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:benchmark",
+            "-n",
+            "2",
+            f"--qharness-results={results}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "QHARNESS_GPUS": "7"},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (record,) = json.loads(results.read_text())["records"]
+    assert record["metrics"] == {"gpu": "7", "hip": "7"}
