@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from harness.cases import OUT_DTYPES, load_linear_case
+from harness.cases import LINEAR_SHAPES, OUT_DTYPES, load_linear_case
 from harness.golden import GoldenStore
 from harness.paths import LinearProblem, linear_paths
 from harness.platform import detect
 from harness.schemes import SCHEMES
 
-SHAPE = (32, 64, 256)
+SHAPE = max(LINEAR_SHAPES)  # the largest M of the suite's shapes, stored in every golden
 
 
 @pytest.mark.parametrize("path_name", sorted(linear_paths()))

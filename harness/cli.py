@@ -215,6 +215,10 @@ def cmd_selftest(args: argparse.Namespace) -> int:
         ("mypy", [sys.executable, "-m", "mypy"]),
         ("golden check", [sys.executable, "-m", "harness", "golden", "check"]),
         (
+            "benchmarks, once each (timings are taken by `pytest benchmarks --benchmark-only`)",
+            [sys.executable, "-m", "pytest", "benchmarks", "-q", "--benchmark-disable"],
+        ),
+        (
             "pytest",
             [
                 sys.executable,
