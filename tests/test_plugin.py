@@ -31,8 +31,11 @@ def test_uses_fixtures(case, qh_platform, golden_store, record_result):
 """
 
 
-def _run_other_repo(tmp_path: Path, *args: str) -> tuple[int, dict]:
-    (tmp_path / "test_other.py").write_text(textwrap.dedent(OTHER_REPO_TEST))
+def _run_in_other_repo(
+    tmp_path: Path, test_source: str, *args: str, env: dict[str, str] | None = None
+) -> tuple[int, dict]:
+    """Run pytest on ``test_source`` in a fresh directory; return its status and results."""
+    (tmp_path / "test_other.py").write_text(textwrap.dedent(test_source))
     results = tmp_path / "results.json"
     proc = subprocess.run(
         [
@@ -48,7 +51,7 @@ def _run_other_repo(tmp_path: Path, *args: str) -> tuple[int, dict]:
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        env=dict(os.environ),
+        env={**os.environ, **(env or {})},
         timeout=600,
     )
     assert results.exists(), proc.stdout + proc.stderr
@@ -69,13 +72,13 @@ def _check(doc: dict) -> None:
 
 
 def test_fixtures_and_records_in_another_repository(tmp_path: Path) -> None:
-    status, doc = _run_other_repo(tmp_path)
+    status, doc = _run_in_other_repo(tmp_path, OTHER_REPO_TEST)
     assert status == 1
     _check(doc)
 
 
 def test_records_from_xdist_workers_are_merged(tmp_path: Path) -> None:
-    status, doc = _run_other_repo(tmp_path, "-n", "2", "-p", "no:benchmark")
+    status, doc = _run_in_other_repo(tmp_path, OTHER_REPO_TEST, "-n", "2", "-p", "no:benchmark")
     assert status == 1
     _check(doc)
 
@@ -104,28 +107,9 @@ def test_sees_its_gpu(record_result):
 
 
 def test_workers_are_pinned_before_tests_run(tmp_path: Path) -> None:
-    (tmp_path / "test_pinned.py").write_text(PINNED_TEST)
-    results = tmp_path / "results.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:benchmark",
-            "-n",
-            "2",
-            f"--qharness-results={results}",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "QHARNESS_GPUS": "7"},
+    status, doc = _run_in_other_repo(
+        tmp_path, PINNED_TEST, "-n", "2", "-p", "no:benchmark", env={"QHARNESS_GPUS": "7"}
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    (record,) = json.loads(results.read_text())["records"]
+    assert status == 0, doc["records"]
+    (record,) = doc["records"]
     assert record["metrics"] == {"gpu": "7", "hip": "7"}
