@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from harness.cases import LINEAR_SHAPES, OUT_DTYPES, load_linear_case
-from harness.golden import GoldenStore
+from harness.core.schemes import SCHEMES
+from harness.linear.cases import LINEAR_SHAPES, OUT_DTYPES, load_linear_case
 from harness.paths import LinearProblem, linear_paths
-from harness.platform import detect
-from harness.schemes import SCHEMES
+from harness.platform.info import detect
+from harness.store.golden import GoldenStore
 
 SHAPE = max(LINEAR_SHAPES)  # the largest M of the suite's shapes, stored in every golden
 

@@ -32,10 +32,10 @@ def _print_json(obj: Any) -> None:
 # --------------------------------------------------------------------- platform
 def platform_report() -> dict[str, Any]:
     """Platform, probed capabilities vs expectations, and the native support matrix."""
-    from harness.capabilities import capabilities, expected
-    from harness.moe_support import moe_dispatch_report
-    from harness.platform import detect
-    from harness.support import support_matrix
+    from harness.linear.matrix import support_matrix
+    from harness.moe.dispatch_report import moe_dispatch_report
+    from harness.platform.capabilities import capabilities, expected
+    from harness.platform.info import detect
 
     info = detect()
     caps = capabilities(info)
@@ -99,7 +99,7 @@ def _print_moe_dispatch(moe: dict[str, Any]) -> None:
 
 # ---------------------------------------------------------------------- schemes
 def cmd_schemes(args: argparse.Namespace) -> int:
-    from harness.schemes import SCHEMES, get_scheme
+    from harness.core.schemes import SCHEMES, get_scheme
 
     names = args.names or sorted(SCHEMES)
     schemes = [get_scheme(n) for n in names]  # UnknownSchemeError -> usage error
@@ -124,7 +124,7 @@ def cmd_schemes(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------- golden
 def cmd_golden(args: argparse.Namespace) -> int:
-    from harness.golden import GoldenError, GoldenStore
+    from harness.store.golden import GoldenError, GoldenStore
 
     store = GoldenStore(args.root)
     if args.action == "refresh":
@@ -178,7 +178,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if out.exists():
         latest = out.parent / "latest.json"
         shutil.copyfile(out, latest)
-        from harness.report import render_report
+        from harness.report.render import render_report
 
         print(render_report(out, baseline=None, max_rows=40))
     if status == 5:
@@ -189,8 +189,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------- report
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness.report import regressions, render_report
-    from harness.results import ResultsError
+    from harness.report.render import regressions, render_report
+    from harness.report.results import ResultsError
 
     results = Path(args.results) if args.results else REPO_ROOT / "reports" / "latest.json"
     try:
@@ -286,9 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from harness.golden import GoldenError
-    from harness.plugins import PluginError
-    from harness.schemes import UnknownSchemeError
+    from harness.core.schemes import UnknownSchemeError
+    from harness.paths.registry import PluginError
+    from harness.store.golden import GoldenError
 
     try:
         status: int = args.func(args)

@@ -67,16 +67,16 @@ def pytest_configure(config: pytest.Config) -> None:
 # ------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="session")
 def qh_platform() -> Any:
-    """The detected platform (`harness.platform.PlatformInfo`)."""
-    from harness.platform import detect
+    """The detected platform (`harness.platform.info.PlatformInfo`)."""
+    from harness.platform.info import detect
 
     return detect()
 
 
 @pytest.fixture(scope="session")
 def golden_store(pytestconfig: pytest.Config) -> Any:
-    """The golden store (`harness.golden.GoldenStore`), read-only during tests."""
-    from harness.golden import GoldenStore
+    """The golden store (`harness.store.golden.GoldenStore`), read-only during tests."""
+    from harness.store.golden import GoldenStore
 
     root = pytestconfig.getoption("--qharness-golden") or pytestconfig.rootpath / "golden"
     return GoldenStore(Path(root))
@@ -103,8 +103,8 @@ def measure_memory(qh_platform: Any, record_result: Callable[..., None]) -> Call
 
     import torch
 
-    from harness.formats import FORMATS, decode, encode
-    from harness.memory import measure_peak
+    from harness.core.formats import FORMATS, decode, encode
+    from harness.memory.tracker import measure_peak
 
     # Codec tables are built once per process on first use; build them now so a test's peak
     # does not depend on which test ran first in its worker.
@@ -193,7 +193,7 @@ class ResultRecorder:
         path = self.config.getoption("--qharness-results")
         if path is None:
             return
-        from harness.results import write_results
+        from harness.report.results import write_results
 
         write_results(Path(path), list(self.records.values()), exitstatus=int(exitstatus))
 
@@ -209,7 +209,7 @@ class ResultRecorder:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    from harness.platform import detect
+    from harness.platform.info import detect
 
     info = detect()
     return [

@@ -7,8 +7,7 @@ from typing import Any
 import pytest
 import torch
 
-from harness.cases import LinearCase, QuantizeCase, linear_cases, load_linear_case, quantize_cases
-from harness.compare import (
+from harness.core.compare import (
     bit_mismatches,
     cancellation_db,
     dot_error_bound,
@@ -18,11 +17,18 @@ from harness.compare import (
     sqnr_db,
     within_bound,
 )
-from harness.golden import GoldenError
+from harness.core.quantize import quantize, quantize_activation, stored_scale
+from harness.core.schemes import get_scheme
+from harness.linear.cases import (
+    LinearCase,
+    QuantizeCase,
+    linear_cases,
+    load_linear_case,
+    quantize_cases,
+)
 from harness.paths import get_path
 from harness.paths.base import is_reference, output_roundings
-from harness.quantize import quantize, quantize_activation, stored_scale
-from harness.schemes import get_scheme
+from harness.store.golden import GoldenError
 
 
 def _golden(golden_store: Any, entry: str) -> Any:

@@ -13,22 +13,22 @@ from typing import Any
 import pytest
 import torch
 
-from harness.compare import dot_error_bound, rounding_bound, within_bound
-from harness.golden import GoldenError
-from harness.loaders import get_loader, loaders
-from harness.loading_cases import (
+from harness.core.compare import dot_error_bound, rounding_bound, within_bound
+from harness.loading.cases import (
     LoadingParams,
     checkpoint_from_golden,
     golden_entry,
     loading_params,
 )
-from harness.loading_invariants import (
+from harness.loading.invariants import (
     bias_application_counts,
     runtime_differences,
     shard_violations,
 )
+from harness.loading.loaders import get_loader, loaders
 from harness.paths import get_path, linear_paths
 from harness.paths.base import LinearProblem
+from harness.store.golden import GoldenError
 
 LOADERS = tuple(loaders())
 OUT_DTYPE = torch.bfloat16

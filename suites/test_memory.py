@@ -1,5 +1,5 @@
 """Memory: every scheme x path x shape holds exactly the modelled weight bytes, and its
-forward call stays within the documented budget (harness.budget)."""
+forward call stays within the documented budget (harness.memory.budget)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ from typing import Any
 import pytest
 import torch
 
-from harness.budget import (
+from harness.core.inputs import bias_vector, scaled_normal
+from harness.core.quantize import quantize_linear
+from harness.core.schemes import SCHEMES, get_scheme
+from harness.memory.budget import (
     HELD,
     IDEAL,
     PACKED,
@@ -20,11 +23,8 @@ from harness.budget import (
     layer_bytes,
     tensor_bytes,
 )
-from harness.inputs import bias_vector, scaled_normal
-from harness.memcheck import MEMORY_SHAPES, check_forward_memory
+from harness.memory.check import MEMORY_SHAPES, check_forward_memory
 from harness.paths import LinearProblem, get_path, linear_paths
-from harness.quantize import quantize_linear
-from harness.schemes import SCHEMES, get_scheme
 
 
 @dataclass(frozen=True)

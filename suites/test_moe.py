@@ -19,22 +19,13 @@ from typing import Any
 import pytest
 import torch
 
-from harness import capabilities
-from harness.compare import bit_mismatches, sqnr_db, unit_roundoff, within_bound
-from harness.formats import decode
-from harness.golden import GoldenError
-from harness.moe import (
-    MoELayer,
-    MoETrace,
-    Routing,
-    down_and_combine_f64,
-    quantize_experts,
-    quantize_operand,
-    route,
-)
-from harness.moe_agreement import gemm_agreement
-from harness.moe_bounds import intermediate_bound, intermediate_delta, output_bound
-from harness.moe_cases import (
+from harness.core.compare import bit_mismatches, sqnr_db, unit_roundoff, within_bound
+from harness.core.formats import decode
+from harness.core.quantize import calibrate_input_scale, quantize
+from harness.core.schemes import SCHEMES, get_scheme
+from harness.moe.agreement import gemm_agreement
+from harness.moe.bounds import intermediate_bound, intermediate_delta, output_bound
+from harness.moe.cases import (
     EXPERT_CONFIGS,
     MOE_HIDDEN,
     MOE_INTERMEDIATE,
@@ -50,12 +41,21 @@ from harness.moe_cases import (
     moe_inputs,
     renorm_id,
 )
-from harness.moe_dispatch import dispatch_problems, platform_key
-from harness.moe_paths import MoEProblem, get_moe_path
-from harness.moe_paths.kernels import MOE_KERNELS
-from harness.moe_paths.native import NativeMoEPath
-from harness.quantize import calibrate_input_scale, quantize
-from harness.schemes import SCHEMES, get_scheme
+from harness.moe.dispatch import dispatch_problems, platform_key
+from harness.moe.model import (
+    MoELayer,
+    MoETrace,
+    Routing,
+    down_and_combine_f64,
+    quantize_experts,
+    quantize_operand,
+    route,
+)
+from harness.moe.paths import MoEProblem, get_moe_path
+from harness.moe.paths.kernels import MOE_KERNELS
+from harness.moe.paths.native import NativeMoEPath
+from harness.platform import capabilities
+from harness.store.golden import GoldenError
 
 U32 = unit_roundoff(torch.float32)
 
@@ -116,7 +116,7 @@ def test_moe_checkpoint_and_routing_match_golden(
     if changed:
         pytest.fail(
             f"seeded inputs changed: regenerated {changed} differ from the inputs golden "
-            f"{golden_entry(scheme)!r} was built from (torch RNG or harness.inputs changed?); "
+            f"{golden_entry(scheme)!r} was built from (torch RNG or harness.core.inputs changed?); "
             "if intended, refresh: python -m harness golden refresh --only 'moe/*'",
             pytrace=False,
         )

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from harness.compare import bit_mismatches
-from harness.golden import GoldenError
-from harness.mx_cases import MX_ELEMENT_FORMATS, MX_MODES, edge_blocks, golden_entry
-from harness.quantize import quantize, stored_scale
-from harness.schemes import mx_spec
+from harness.core.compare import bit_mismatches
+from harness.core.quantize import quantize, stored_scale
+from harness.core.schemes import mx_spec
+from harness.quantizers.mx_edge_cases import MX_ELEMENT_FORMATS, MX_MODES, edge_blocks, golden_entry
+from harness.store.golden import GoldenError
 
 
 @pytest.mark.parametrize("mode", MX_MODES)

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from harness import capabilities
-from harness.moe_paths import moe_paths
+from harness.moe.paths import moe_paths
 from harness.paths import linear_paths
+from harness.platform import capabilities
 
 
 def test_expected_capabilities_are_present(qh_platform: Any) -> None:

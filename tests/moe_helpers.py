@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from harness.inputs import scaled_normal
-from harness.moe import MoELayer, quantize_moe, route
-from harness.schemes import SCHEMES, Scheme
+from harness.core.inputs import scaled_normal
+from harness.core.schemes import SCHEMES, Scheme
+from harness.moe.model import MoELayer, quantize_moe, route
 
 W_MXFP4 = SCHEMES["w_mxfp4"]
 W_MXFP4_A_MXFP6 = SCHEMES["w_mxfp4_a_mxfp6_e3m2"]

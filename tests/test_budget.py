@@ -10,7 +10,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.budget import (
+from harness.core.formats import pack_fp4
+from harness.core.inputs import bias_vector, scaled_normal
+from harness.core.quantize import QuantizedLinear, QuantizedTensor, quantize, quantize_linear
+from harness.core.schemes import SCHEMES, QuantSpec, Scheme, get_scheme
+from harness.memory.budget import (
     HELD,
     IDEAL,
     PACKED,
@@ -19,13 +23,9 @@ from harness.budget import (
     layer_bytes,
     tensor_bytes,
 )
-from harness.formats import pack_fp4
-from harness.inputs import bias_vector, scaled_normal
-from harness.memcheck import MEMORY_SHAPES, check_forward_memory
+from harness.memory.check import MEMORY_SHAPES, check_forward_memory
 from harness.paths import LinearProblem, get_path
-from harness.platform import PlatformInfo
-from harness.quantize import QuantizedLinear, QuantizedTensor, quantize, quantize_linear
-from harness.schemes import SCHEMES, QuantSpec, Scheme, get_scheme
+from harness.platform.info import PlatformInfo
 
 CPU = PlatformInfo("cpu", "test", "test", torch.__version__, None, None)
 CUDA = PlatformInfo("cuda", "sm_90", "test", torch.__version__, "12.8", None)

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from harness import capabilities
-from harness.platform import detect
+from harness.platform import capabilities
+from harness.platform.info import detect
 
 
 @pytest.fixture

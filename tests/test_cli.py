@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from harness.schemes import SCHEMES
+from harness.core.schemes import SCHEMES
 
 
 def test_platform_json_reports_cpu_and_probed_fp8_capabilities(cli) -> None:

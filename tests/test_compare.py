@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from harness.compare import (
+from harness.core.compare import (
     bit_mismatches,
     dot_error_bound,
     outside_interval,
@@ -16,7 +16,7 @@ from harness.compare import (
     unit_roundoff,
     within_bound,
 )
-from harness.inputs import generator
+from harness.core.inputs import generator
 
 
 def _operands(k: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cases import LINEAR_SHAPES, shape_id
-from harness.schemes import SCHEMES
+from harness.core.schemes import SCHEMES
+from harness.linear.cases import LINEAR_SHAPES, shape_id
 from tests.conftest import REPO_ROOT
 
 BIG = shape_id(max(LINEAR_SHAPES))  # the largest M: every vendor path runs it

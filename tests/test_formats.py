@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.formats import (
+from harness.core.formats import (
     E8M0_NAN_CODE,
     FORMATS,
     decode,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.golden import GoldenData, GoldenError, GoldenStore
+from harness.store.golden import GoldenData, GoldenError, GoldenStore
 
 
 def _builder(scale: float = 1.0):

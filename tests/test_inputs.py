@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.cases import LINEAR_SHAPES, linear_inputs
-from harness.quantize import quantize, tile_amax
-from harness.schemes import SCHEMES, QuantSpec, get_scheme
+from harness.core.quantize import quantize, tile_amax
+from harness.core.schemes import SCHEMES, QuantSpec, get_scheme
+from harness.linear.cases import LINEAR_SHAPES, linear_inputs
 
 
 def _check_tiles(x: torch.Tensor, spec: QuantSpec, what: str) -> None:

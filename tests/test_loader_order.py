@@ -1,7 +1,7 @@
 """Step order self-test: faulty pipelines built on purpose must be reported.
 
 1. Every pair of steps of every registered loader is swapped. A pair that
-   harness.loaders.COMMUTING_STEPS declares order-free must still pass every invariant and
+   harness.loading.loaders.COMMUTING_STEPS declares order-free must still pass every invariant and
    match the original loader bit for bit; any other swap must make the invariant check
    report a violation on some case and flavour.
 2. The historical bug: steps written as engines wrote them (requantization that encodes
@@ -17,13 +17,13 @@ from dataclasses import replace
 import pytest
 import torch
 
-from harness.formats import decode
-from harness.loaders import COMMUTING_STEPS, Loader, loaders
-from harness.loading_cases import CASES, FLAVOURS, build_case_checkpoint, fp8_schemes
-from harness.loading_invariants import check_loader
-from harness.quantize import quantize
-from harness.schemes import SCHEMES, WHOLE
-from harness.transforms import (
+from harness.core.formats import decode
+from harness.core.quantize import quantize
+from harness.core.schemes import SCHEMES, WHOLE
+from harness.loading.cases import CASES, FLAVOURS, build_case_checkpoint, fp8_schemes
+from harness.loading.invariants import check_loader
+from harness.loading.loaders import COMMUTING_STEPS, Loader, loaders
+from harness.loading.transforms import (
     NEGATIVE_ZERO_CODE,
     LoadState,
     Transform,

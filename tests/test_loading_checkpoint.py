@@ -11,17 +11,17 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from harness.checkpoint import (
+from harness.core.compare import bit_mismatches
+from harness.loading.cases import build_case_checkpoint
+from harness.loading.checkpoint import (
     CONFIG_KEY,
     CheckpointError,
     LinearCheckpoint,
     read_checkpoint,
     save_checkpoint,
 )
-from harness.compare import bit_mismatches
-from harness.loaders import get_loader
-from harness.loading_cases import build_case_checkpoint
-from harness.loading_invariants import runtime_differences
+from harness.loading.invariants import runtime_differences
+from harness.loading.loaders import get_loader
 
 
 def _fused() -> LinearCheckpoint:

@@ -7,12 +7,12 @@ from dataclasses import replace
 import pytest
 import torch
 
-from harness.formats import decode, encode
-from harness.loaders import loaders
-from harness.loading_cases import CASES, FLAVOURS, build_case_checkpoint
-from harness.loading_invariants import bias_application_counts, check_loader, one_ulp_violations
-from harness.schemes import SCHEMES, get_scheme
-from harness.transforms import (
+from harness.core.formats import decode, encode
+from harness.core.schemes import SCHEMES, get_scheme
+from harness.loading.cases import CASES, FLAVOURS, build_case_checkpoint
+from harness.loading.invariants import bias_application_counts, check_loader, one_ulp_violations
+from harness.loading.loaders import loaders
+from harness.loading.transforms import (
     SCALE_SLOT_SENTINEL,
     LoadError,
     LoadState,

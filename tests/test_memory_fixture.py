@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from harness.memory import cuda_allocator_size
-from harness.platform import detect
+from harness.memory.tracker import cuda_allocator_size
+from harness.platform.info import detect
 
 pytest_plugins = ["pytester"]
 

@@ -12,13 +12,13 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from harness.memory import (
+from harness.memory.tracker import (
     MeasurementError,
     StorageTracker,
     cuda_allocator_size,
     measure_peak,
 )
-from harness.platform import PlatformInfo, detect
+from harness.platform.info import PlatformInfo, detect
 
 CPU = PlatformInfo("cpu", "test", "test", torch.__version__, None, None)
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import torch
 from moe_helpers import W_MXFP4_A_MXFP6, small_moe
 
-from harness.moe import MoELayer, Operand, quantize_operand, route
-from harness.moe_agreement import gemm_agreement, rounded_interval
-from harness.moe_bounds import EXACT_FP32
-from harness.moe_paths.emulated import EmulatedMoEPath, per_expert_gemm
-from harness.moe_paths.kernels import Bf16GroupedKernel
-from harness.moe_paths.native import NativeMoEPath
-from harness.platform import detect
+from harness.moe.agreement import gemm_agreement, rounded_interval
+from harness.moe.bounds import EXACT_FP32
+from harness.moe.model import MoELayer, Operand, quantize_operand, route
+from harness.moe.paths.emulated import EmulatedMoEPath, per_expert_gemm
+from harness.moe.paths.kernels import Bf16GroupedKernel
+from harness.moe.paths.native import NativeMoEPath
+from harness.platform.info import detect
 
 
 def _gemm1_operands() -> tuple[MoELayer, torch.Tensor, torch.Tensor]:

@@ -9,22 +9,22 @@ import pytest
 import torch
 from moe_helpers import FP8_PER_BLOCK, FP8_PER_CHANNEL, W_MXFP4, W_MXFP4_A_MXFP6, small_moe
 
-from harness.moe import Operand, QuantizedExperts, route
-from harness.moe_bounds import EXACT_FP32, GemmNumerics
-from harness.moe_dispatch import (
+from harness.core.schemes import SCHEMES, Scheme
+from harness.moe.bounds import EXACT_FP32, GemmNumerics
+from harness.moe.dispatch import (
     EMULATE,
     MOE_ALL_INTENDED,
     MOE_NATIVE_DISPATCH,
     decision,
     dispatch_problems,
 )
-from harness.moe_paths import MoEProblem, get_moe_path
-from harness.moe_paths.emulated import per_expert_gemm
-from harness.moe_paths.kernels import MOE_KERNELS, Fp8RowwiseGroupedKernel
-from harness.moe_paths.native import NativeMoEPath
+from harness.moe.model import Operand, QuantizedExperts, route
+from harness.moe.paths import MoEProblem, get_moe_path
+from harness.moe.paths.emulated import per_expert_gemm
+from harness.moe.paths.kernels import MOE_KERNELS, Fp8RowwiseGroupedKernel
+from harness.moe.paths.native import NativeMoEPath
 from harness.paths.base import Support
-from harness.platform import PlatformInfo
-from harness.schemes import SCHEMES, Scheme
+from harness.platform.info import PlatformInfo
 
 CPU = PlatformInfo("cpu", "x86_64", "test cpu", torch.__version__, None, None)
 PROBLEM = MoEProblem(tokens=9, experts=4, top_k=2, hidden=64, intermediate=32)
@@ -177,8 +177,8 @@ def test_platform_without_a_row_is_not_dispatched() -> None:
 
 def test_platform_command_prints_the_dispatch_table(capsys: pytest.CaptureFixture[str]) -> None:
     from harness.cli import main
-    from harness.moe_dispatch import platform_key
-    from harness.platform import detect
+    from harness.moe.dispatch import platform_key
+    from harness.platform.info import detect
 
     assert main(["platform", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)["moe_dispatch"]

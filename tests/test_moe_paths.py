@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-import harness.moe_paths as registry
-import harness.plugins
-from harness.moe_paths.emulated import EmulatedMoEPath
-from harness.plugins import PluginError
+import harness.moe.paths as registry
+import harness.paths.registry
+from harness.moe.paths.emulated import EmulatedMoEPath
+from harness.paths.registry import PluginError
 
 
 class _EntryPoint:
@@ -29,7 +29,7 @@ class _Renamed(EmulatedMoEPath):
 def fake_entry_points(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[_EntryPoint]]:
     found: list[_EntryPoint] = []
     monkeypatch.setattr(
-        harness.plugins,
+        harness.paths.registry,
         "entry_points",
         lambda group: list(found) if group == registry.ENTRY_POINT_GROUP else [],
     )

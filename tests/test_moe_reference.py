@@ -6,9 +6,11 @@ import pytest
 import torch
 from moe_helpers import TILE_KINDS, W_MXFP4_A_MXFP6, small_moe
 
-from harness.compare import unit_roundoff, within_bound
-from harness.grouped_ops import group_offsets, grouped_mm_bf16
-from harness.moe import (
+from harness.core.compare import unit_roundoff, within_bound
+from harness.core.quantize import quantize
+from harness.core.schemes import QuantSpec, Scheme
+from harness.moe.bounds import SILU_LIPSCHITZ, intermediate_bound, output_bound
+from harness.moe.model import (
     Operand,
     down_and_combine_f64,
     gather_rows,
@@ -16,11 +18,9 @@ from harness.moe import (
     reference_moe,
     route,
 )
-from harness.moe_bounds import SILU_LIPSCHITZ, intermediate_bound, output_bound
-from harness.moe_paths import MoEProblem, get_moe_path
-from harness.platform import detect
-from harness.quantize import quantize
-from harness.schemes import QuantSpec, Scheme
+from harness.moe.paths import MoEProblem, get_moe_path
+from harness.ops.grouped import group_offsets, grouped_mm_bf16
+from harness.platform.info import detect
 
 U32 = unit_roundoff(torch.float32)
 

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import torch
 
-import harness.quantize
-from harness.formats import ElementFormat, Specials, decode, encode, get_format
-from harness.golden import GoldenStore
-from harness.scales import SCALE_RULES
+import harness.core.quantize
+from harness.core.formats import ElementFormat, Specials, decode, encode, get_format
+from harness.core.scales import SCALE_RULES
+from harness.store.golden import GoldenStore
 
 ENTRIES = ("linear/w_mxfp4_a_mxfp4", "linear/fp8_per_channel", "mx_scales/e4m3fn")
 
@@ -53,7 +53,7 @@ def test_unmutated_code_passes_the_golden_check(entry: str, golden_store: Golden
 def test_ties_away_rounding_is_caught(
     entry: str, golden_store: GoldenStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(harness.quantize, "encode", _encode_ties_away)
+    monkeypatch.setattr(harness.core.quantize, "encode", _encode_ties_away)
     problems = golden_store.check(only=entry)
     assert len(problems) == 1, problems
     assert "codes" in problems[0], problems

@@ -16,12 +16,18 @@ import numpy as np
 import pytest
 import torch
 
-from harness.compare import bit_mismatches
-from harness.formats import decode, e8m0_decode, encode, get_format
-from harness.mx_cases import AMAX_CASES, MX_ELEMENT_FORMATS, MX_MODES, edge_blocks, golden_entry
-from harness.quantize import quantize, stored_scale
-from harness.scales import E8M0_MODES, SCALE_RULES, compute_scale
-from harness.schemes import mx_spec
+from harness.core.compare import bit_mismatches
+from harness.core.formats import decode, e8m0_decode, encode, get_format
+from harness.core.quantize import quantize, stored_scale
+from harness.core.scales import E8M0_MODES, SCALE_RULES, compute_scale
+from harness.core.schemes import mx_spec
+from harness.quantizers.mx_edge_cases import (
+    AMAX_CASES,
+    MX_ELEMENT_FORMATS,
+    MX_MODES,
+    edge_blocks,
+    golden_entry,
+)
 
 NAN = 255
 # code = clamp(e + 127, 0, 254). e4m3fn: max 448 = 1.75 * 2^8, emax 8, 3 mantissa bits.

@@ -18,19 +18,20 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness import block_scaled_mm, capabilities
-from harness.block_scaled_mm import (
+from harness.core.formats import decode, e8m0_decode, encode, unpack_fp4
+from harness.linear.cases import load_linear_case
+from harness.ops import block_scaled as block_scaled_mm
+from harness.ops.block_scaled import (
     blockwise_1x128_scale,
     blockwise_128x128_scale,
     blockwise_scaled_mm,
     mx_scaled_mm,
     swizzle_32_4_4,
 )
-from harness.cases import load_linear_case
-from harness.formats import decode, e8m0_decode, encode, unpack_fp4
 from harness.paths import get_path
 from harness.paths.native import ScaleShapeError, scaled_mm_scales
-from harness.platform import PlatformInfo
+from harness.platform import capabilities
+from harness.platform.info import PlatformInfo
 
 M, N = 6, 4
 

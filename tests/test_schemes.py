@@ -8,8 +8,7 @@ import math
 import pytest
 
 from harness.cli import main
-from harness.paths.native import KERNELS, SCALED_MM_SCHEMES
-from harness.schemes import (
+from harness.core.schemes import (
     FNUZ_CLAMP,
     MX_DEFAULT_SCALE_MODE,
     MX_SCALE_MODE_VARIANTS,
@@ -19,6 +18,7 @@ from harness.schemes import (
     mx_spec,
     sqnr_floor_db,
 )
+from harness.paths.native import KERNELS, SCALED_MM_SCHEMES
 
 FP8_NAMES = [
     "fp8_per_tensor",

@@ -1,7 +1,7 @@
 """Registry of execution paths: built-ins plus those other packages register.
 
 Another package adds a path through the ``qharness.paths`` entry-point group; the entry
-point names a path object, a path class, or a zero-argument factory (harness.plugins). Every
+point names a path object, a path class, or a zero-argument factory (harness.paths.registry). Every
 registered path is parametrized into the suites exactly like the built-ins.
 """
 
@@ -12,7 +12,7 @@ import functools
 from harness.paths.base import LinearPath, LinearProblem, Support
 from harness.paths.emulated import EmulatedPath
 from harness.paths.native import NativeScaledMMPath
-from harness.plugins import PluginError, by_unique_name, load_entry_points, lookup
+from harness.paths.registry import PluginError, by_unique_name, load_entry_points, lookup
 
 ENTRY_POINT_GROUP = "qharness.paths"
 

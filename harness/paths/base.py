@@ -7,9 +7,9 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from harness.platform import PlatformInfo
-from harness.quantize import QuantizedLinear
-from harness.schemes import Scheme
+from harness.core.quantize import QuantizedLinear
+from harness.core.schemes import Scheme
+from harness.platform.info import PlatformInfo
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,10 @@ from contextlib import contextmanager
 
 import torch
 
+from harness.core.quantize import QuantizedLinear, quantize_activation
+from harness.core.schemes import Scheme
 from harness.paths.base import LinearProblem, Support
-from harness.platform import PlatformInfo
-from harness.quantize import QuantizedLinear, quantize_activation
-from harness.schemes import Scheme
+from harness.platform.info import PlatformInfo
 
 
 @contextmanager

@@ -8,7 +8,7 @@ against the capability probe at run time:
   per-tensor activation scale next to per-channel weight scales is expanded to (M,1)) or
   rejected with a `ScaleShapeError`: 1-D scales passed straight through were a real bug.
 - ``blockwise`` (FP8 1x128 activations x 128x128 weights) and ``mx`` (OCP MX, 1x32 E8M0):
-  ``torch.nn.functional.scaled_mm``, see `harness.block_scaled_mm`; probed with bfloat16
+  ``torch.nn.functional.scaled_mm``, see `harness.ops.block_scaled`; probed with bfloat16
   output, and the bias is added in a float32 epilogue after the kernel (a second rounding,
   which the suite's bound allows).
 """
@@ -20,19 +20,19 @@ from dataclasses import dataclass
 
 import torch
 
-from harness import capabilities
-from harness.block_scaled_mm import (
+from harness.core.formats import e8m0_encode, get_format
+from harness.core.quantize import QuantizedLinear, QuantizedTensor, quantize_activation
+from harness.core.schemes import Scheme
+from harness.ops.block_scaled import (
     FP8_BLOCK,
     MX_BLOCK,
     MX_OPERANDS,
     blockwise_scaled_mm,
     mx_scaled_mm,
 )
-from harness.formats import e8m0_encode, get_format
 from harness.paths.base import LinearProblem, Support
-from harness.platform import PlatformInfo
-from harness.quantize import QuantizedLinear, QuantizedTensor, quantize_activation
-from harness.schemes import Scheme
+from harness.platform import capabilities
+from harness.platform.info import PlatformInfo
 
 # scheme name -> kernel mode (a key of KERNELS). Adding a scheme here is a deliberate act.
 SCALED_MM_SCHEMES: dict[str, str] = {
@@ -179,7 +179,7 @@ class NativeScaledMMPath:
     @property
     def uses_capabilities(self) -> frozenset[str]:
         """Every probed capability this path can dispatch to (checked by the platform suite)."""
-        from harness.schemes import get_scheme
+        from harness.core.schemes import get_scheme
 
         used = {_capability(mode, get_scheme(name)) for name, mode in SCALED_MM_SCHEMES.items()}
         return frozenset(used | {"scaled_mm.fp32_out_bias"})

@@ -1,0 +1,184 @@
+"""Reference quantizers: tensors -> codes + scales, per scheme, and back.
+
+Every granularity is a tile of ``block = (rows, cols)`` elements of a 2-D tensor
+``[rows, K]`` (K is the reduction dimension) sharing one scale: per-tensor is one tile,
+per-channel/per-token is ``(1, K)``, FP8 block scaling is ``(128, 128)`` or ``(1, 128)``,
+MX is ``(1, 32)``. Scales are kept as float32 values on a tile grid ``[ceil(R/r), ceil(K/c)]``;
+E8M0 (MX) scales are float32 powers of two (NaN for the 0xFF code), exactly representable,
+and are stored in their own format (uint8 E8M0 codes) by `stored_scale`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from harness.core.formats import decode, e8m0_decode, e8m0_encode, encode
+from harness.core.scales import compute_scale
+from harness.core.schemes import QuantSpec, Scheme
+
+
+@dataclass
+class QuantizedTensor:
+    """Codes (uint8, one per element, shape [R, K]) and tile scales (float32)."""
+
+    codes: torch.Tensor
+    scale: torch.Tensor
+    spec: QuantSpec
+
+    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """The values the codes and scales stand for, as code * scale in ``dtype``.
+
+        float64 is exact (at most 4 + 24 significant bits); float32 rounds once where a
+        float32 scale times a code needs more than 24 bits (power-of-two scales are exact).
+        References and error bounds use float64; the emulated path uses float32, as kernels do.
+        """
+        codes = decode(self.codes, self.spec.format).to(dtype)
+        return codes * expand_scale(self.scale.to(dtype), self.spec, self.codes.shape)
+
+    def to(self, device: torch.device | str) -> QuantizedTensor:
+        return QuantizedTensor(self.codes.to(device), self.scale.to(device), self.spec)
+
+
+def _fp32_scale(scale: torch.Tensor) -> torch.Tensor:
+    if scale.dtype != torch.float32:
+        raise TypeError(f"fp32 scales must be stored as float32, got {scale.dtype}")
+    return scale
+
+
+# scale format -> (float32 scale -> stored tensor, stored tensor -> float32 scale). Both
+# directions are exact; a scale the format cannot hold raises instead of rounding.
+SCALE_STORAGE: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], ...]] = {
+    "fp32": (_fp32_scale, _fp32_scale),
+    "e8m0": (e8m0_encode, e8m0_decode),
+}
+
+
+def _storage(spec: QuantSpec) -> tuple[Callable[[torch.Tensor], torch.Tensor], ...]:
+    try:
+        return SCALE_STORAGE[spec.scale_format]
+    except KeyError:
+        raise KeyError(
+            f"no storage for scale format {spec.scale_format!r}; known: {sorted(SCALE_STORAGE)}"
+        ) from None
+
+
+def stored_scale(scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """Scales as a checkpoint stores them: float32, or uint8 E8M0 codes for MX."""
+    return _storage(spec)[0](scale.float())
+
+
+def scale_from_stored(stored: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """Inverse of `stored_scale`: float32 scales, bit for bit."""
+    return _storage(spec)[1](stored)
+
+
+def tile_shape(spec: QuantSpec, shape: torch.Size | tuple[int, ...]) -> tuple[int, int]:
+    rows, cols = shape
+    br = spec.block[0] or rows
+    bc = spec.block[1] or cols
+    return br, bc
+
+
+def scale_grid(spec: QuantSpec, shape: torch.Size | tuple[int, ...]) -> tuple[int, int]:
+    br, bc = tile_shape(spec, shape)
+    return math.ceil(shape[0] / br), math.ceil(shape[1] / bc)
+
+
+def tile_amax(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """Absolute maximum of each tile (NaN propagates); partial edge tiles are zero-padded."""
+    if x.dim() != 2:
+        raise ValueError(f"quantize expects a 2-D [rows, K] tensor, got shape {tuple(x.shape)}")
+    br, bc = tile_shape(spec, x.shape)
+    gr, gc = scale_grid(spec, x.shape)
+    padded = torch.nn.functional.pad(
+        x.float().abs(), (0, gc * bc - x.shape[1], 0, gr * br - x.shape[0])
+    )
+    tiles = padded.reshape(gr, br, gc, bc)
+    return tiles.amax(dim=(1, 3))
+
+
+def expand_scale(
+    scale: torch.Tensor, spec: QuantSpec, shape: torch.Size | tuple[int, ...]
+) -> torch.Tensor:
+    """Broadcast a tile-grid scale to the full [R, K] tensor."""
+    br, bc = tile_shape(spec, shape)
+    expected = scale_grid(spec, shape)
+    if tuple(scale.shape) != expected:
+        raise ValueError(
+            f"scale shape {tuple(scale.shape)} does not match the tile grid {expected} "
+            f"of a {tuple(shape)} tensor with {spec.granularity} scales"
+        )
+    full = scale.repeat_interleave(br, dim=0).repeat_interleave(bc, dim=1)
+    return full[: shape[0], : shape[1]]
+
+
+def quantize(
+    x: torch.Tensor, spec: QuantSpec, scale: torch.Tensor | None = None
+) -> QuantizedTensor:
+    """Quantize a 2-D tensor; ``scale`` (tile grid) is given for static scales, else computed.
+
+    The division ``x / scale`` is done in float32 (IEEE, correctly rounded, so it is the same
+    on every platform), then the element codec rounds to nearest-even and saturates.
+    """
+    x32 = x.float()
+    if scale is None:
+        scale = compute_scale(tile_amax(x32, spec), spec)
+    scale = scale.float().to(x.device)
+    codes = encode(x32 / expand_scale(scale, spec, x.shape), spec.format, spec.clamp_max)
+    return QuantizedTensor(codes, scale, spec)
+
+
+@dataclass
+class QuantizedLinear:
+    """A linear layer as an engine holds it after loading: y = x @ W^T + bias."""
+
+    scheme: Scheme
+    weight: QuantizedTensor  # [N, K]
+    input_scale: torch.Tensor | None  # static activation scale (tile grid), if the scheme has one
+    bias: torch.Tensor | None  # [N]
+
+    def to(self, device: torch.device | str) -> QuantizedLinear:
+        return QuantizedLinear(
+            self.scheme,
+            self.weight.to(device),
+            None if self.input_scale is None else self.input_scale.to(device),
+            None if self.bias is None else self.bias.to(device),
+        )
+
+
+def calibrate_input_scale(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """Static activation scale from calibration data: one scale for the whole batch."""
+    if spec.granularity != "per_tensor":
+        raise ValueError(f"static activation scales must be per-tensor, not {spec.granularity}")
+    return compute_scale(tile_amax(x.float(), spec), spec)
+
+
+def quantize_activation(
+    x: torch.Tensor, scheme: Scheme, input_scale: torch.Tensor | None
+) -> QuantizedTensor | None:
+    """Quantize activations as the scheme says; None when activations stay unquantized."""
+    spec = scheme.activation
+    if spec is None:
+        return None
+    if not spec.dynamic and input_scale is None:
+        raise ValueError(f"scheme {scheme.name} has static activation scales but none was given")
+    return quantize(x, spec, None if spec.dynamic else input_scale)
+
+
+def quantize_linear(
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    scheme: Scheme,
+    calibration: torch.Tensor | None = None,
+) -> QuantizedLinear:
+    """Quantize a float linear layer; static input scales come from ``calibration``."""
+    input_scale = None
+    if scheme.activation is not None and not scheme.activation.dynamic:
+        if calibration is None:
+            raise ValueError(f"scheme {scheme.name} needs calibration data for its input scale")
+        input_scale = calibrate_input_scale(calibration, scheme.activation)
+    return QuantizedLinear(scheme, quantize(weight, scheme.weight), input_scale, bias)

@@ -1,0 +1,181 @@
+"""Linear-layer cases: the shape table, the suite's parameter grid and its golden builder.
+
+Data flow for one case: scheme -> seeded inputs -> quantize (codes + scales, stored in the
+golden as the "checkpoint") -> load as a `QuantizedLinear` -> run a path -> compare with
+the golden's float64-derived reference and, for non-emulated paths, with the emulated path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from harness.core.inputs import bias_vector, scaled_normal
+from harness.core.quantize import (
+    QuantizedLinear,
+    QuantizedTensor,
+    quantize_activation,
+    quantize_linear,
+    scale_from_stored,
+    stored_scale,
+)
+from harness.core.schemes import SCHEMES, get_scheme
+from harness.paths import LinearProblem, linear_paths
+from harness.store.golden import GoldenData, register_each
+
+# M x N x K. M=1 is the decode case; 37 is not a multiple of 16. K is a multiple of 128 so
+# that block-scaled schemes have whole blocks (one or two 128-blocks, four or eight MX
+# blocks per row). N=128 with K=256 is the one shape the 128x128-block native kernels take
+# (they need N and K multiples of 128). Shapes stay small: every scheme stores its inputs,
+# codes and reference in the golden store (about 3.8 MiB for the linear suite).
+LINEAR_SHAPES: tuple[tuple[int, int, int], ...] = ((37, 16, 128), (1, 16, 256), (8, 128, 256))
+OUT_DTYPES: dict[str, torch.dtype] = {
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+    "fp32": torch.float32,
+}
+# Outputs are normalized (a power-of-two factor on W) so that max|y| is about 2^12: within
+# fp16's range (65504) with room for the bias, so every output dtype can hold every case.
+OUTPUT_MAGNITUDE = 2.0**12
+
+
+def shape_id(shape: tuple[int, int, int]) -> str:
+    return "x".join(str(d) for d in shape)
+
+
+def golden_entry(scheme: str) -> str:
+    return f"linear/{scheme}"
+
+
+@dataclass(frozen=True)
+class LinearCase:
+    scheme: str
+    path: str
+    shape: tuple[int, int, int]
+    bias: bool
+    out_dtype: str
+
+    @property
+    def id(self) -> str:
+        bias = "bias" if self.bias else "nobias"
+        return f"{self.scheme}-{self.path}-{shape_id(self.shape)}-{bias}-{self.out_dtype}"
+
+    @property
+    def problem(self) -> LinearProblem:
+        m, n, k = self.shape
+        return LinearProblem(m, n, k, self.bias, OUT_DTYPES[self.out_dtype])
+
+    def record_fields(self) -> dict[str, Any]:
+        """Fields copied into the results file for this test."""
+        return {
+            "suite": "linear",
+            "scheme": self.scheme,
+            "path": self.path,
+            "shape": shape_id(self.shape),
+            "bias": self.bias,
+            "out_dtype": self.out_dtype,
+        }
+
+
+def linear_cases() -> Iterator[LinearCase]:
+    for scheme in sorted(SCHEMES):
+        for path in linear_paths():
+            for shape in LINEAR_SHAPES:
+                for bias in (True, False):
+                    for out_dtype in OUT_DTYPES:
+                        yield LinearCase(scheme, path, shape, bias, out_dtype)
+
+
+@dataclass(frozen=True)
+class QuantizeCase:
+    scheme: str
+    shape: tuple[int, int, int]
+
+    @property
+    def id(self) -> str:
+        return f"{self.scheme}-{shape_id(self.shape)}"
+
+    def record_fields(self) -> dict[str, Any]:
+        return {"suite": "quantize", "scheme": self.scheme, "shape": shape_id(self.shape)}
+
+
+def quantize_cases() -> Iterator[QuantizeCase]:
+    for scheme in sorted(SCHEMES):
+        for shape in LINEAR_SHAPES:
+            yield QuantizeCase(scheme, shape)
+
+
+# ------------------------------------------------------------------------ goldens
+def _normalize_output(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Scale W by a power of two (exact) so that max|x @ W^T| is about OUTPUT_MAGNITUDE."""
+    peak = (x.double() @ w.double().t()).abs().max().item()
+    exponent = round(torch.tensor(OUTPUT_MAGNITUDE / peak).log2().item())
+    return w * 2.0**exponent
+
+
+def linear_inputs(scheme_name: str, shape: tuple[int, int, int]) -> dict[str, torch.Tensor]:
+    """Seeded x [M,K], w [N,K] and bias [N] for one scheme and shape (bf16 values)."""
+    scheme = get_scheme(scheme_name)
+    m, n, k = shape
+    base = f"{golden_entry(scheme_name)}/{shape_id(shape)}"
+    x = scaled_normal(f"{base}/x", m, k, scheme.activation)
+    w = _normalize_output(x, scaled_normal(f"{base}/w", n, k, scheme.weight))
+    return {"x": x, "w": w, "bias": bias_vector(f"{base}/bias", n)}
+
+
+def build_linear_golden(scheme_name: str) -> GoldenData:
+    scheme = get_scheme(scheme_name)
+    data = GoldenData()
+    for shape in LINEAR_SHAPES:
+        key = shape_id(shape)
+        inputs = linear_inputs(scheme_name, shape)
+        layer = quantize_linear(inputs["w"], inputs["bias"], scheme, calibration=inputs["x"])
+        xq = quantize_activation(inputs["x"], scheme, layer.input_scale)
+        for name, value in inputs.items():
+            data.exact[f"{key}.{name}"] = value.to(torch.bfloat16)
+        data.exact[f"{key}.w_codes"] = layer.weight.codes
+        data.exact[f"{key}.w_scale"] = stored_scale(layer.weight.scale, scheme.weight)
+        if layer.input_scale is not None and scheme.activation is not None:
+            data.exact[f"{key}.input_scale"] = stored_scale(layer.input_scale, scheme.activation)
+        a = inputs["x"].double()
+        if xq is not None:
+            data.exact[f"{key}.x_codes"] = xq.codes
+            data.exact[f"{key}.x_scale"] = stored_scale(xq.scale, xq.spec)
+            a = xq.dequantize(torch.float64)
+        # Reference without bias: float64 product of the exact dequantized operands.
+        y = a @ layer.weight.dequantize(torch.float64).t()
+        data.reference[f"{key}.y_ref"] = y.float()
+    return data
+
+
+register_each(build_linear_golden, ((golden_entry(n), (n,)) for n in sorted(SCHEMES)))
+
+
+# ------------------------------------------------------------- loading from a golden
+@dataclass
+class LoadedLinearCase:
+    """A golden linear case as tensors: the layer (checkpoint) and the input."""
+
+    layer: QuantizedLinear
+    x: torch.Tensor
+    y_ref: torch.Tensor  # float64-derived reference without bias (float32)
+    inputs: dict[str, torch.Tensor]
+
+
+def load_linear_case(
+    data: GoldenData, scheme_name: str, shape: tuple[int, int, int], bias: bool
+) -> LoadedLinearCase:
+    scheme = get_scheme(scheme_name)
+    key = shape_id(shape)
+    t = data.tensors
+    w_scale = scale_from_stored(t[f"{key}.w_scale"], scheme.weight)
+    weight = QuantizedTensor(t[f"{key}.w_codes"], w_scale, scheme.weight)
+    input_scale = None
+    if f"{key}.input_scale" in t and scheme.activation is not None:
+        input_scale = scale_from_stored(t[f"{key}.input_scale"], scheme.activation)
+    layer = QuantizedLinear(scheme, weight, input_scale, t[f"{key}.bias"].float() if bias else None)
+    inputs = {name: t[f"{key}.{name}"].float() for name in ("x", "w", "bias")}
+    return LoadedLinearCase(layer, inputs["x"], t[f"{key}.y_ref"], inputs)

@@ -1,0 +1,31 @@
+"""Which path runs which scheme on this platform, and why not: the support matrix.
+
+Answers come from each path's ``supports`` (which consults the capability probe) for a
+representative problem, so ``python -m harness platform`` shows the same decisions the
+suites make. A scheme no non-emulated path supports is "emulated-only", with the reasons.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from harness.core.schemes import SCHEMES
+from harness.paths import LinearProblem, linear_paths
+from harness.platform.info import PlatformInfo
+
+REPRESENTATIVE_PROBLEM = LinearProblem(m=32, n=64, k=256, bias=True, out_dtype=torch.bfloat16)
+
+
+def support_matrix(
+    platform: PlatformInfo, problem: LinearProblem = REPRESENTATIVE_PROBLEM
+) -> dict[str, dict[str, Any]]:
+    matrix: dict[str, dict[str, Any]] = {}
+    for name in sorted(SCHEMES):
+        row: dict[str, Any] = {}
+        for path_name, path in linear_paths().items():
+            s = path.supports(SCHEMES[name], problem, platform)
+            row[path_name] = {"supported": s.ok, "reason": s.reason or None}
+        matrix[name] = row
+    return matrix

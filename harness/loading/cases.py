@@ -1,0 +1,279 @@
+"""Checkpoint-loading cases: named checkpoints per FP8 scheme, and their golden builder.
+
+Every scheme whose family is "fp8" gets every case (iterating the registry, so schemes
+added later are covered). A case is a layer layout plus what makes it interesting:
+an unfused single-scale layer, fused shards with very different scales, a zero-width
+shard whose scale is never stored, and a weight holding e4m3fn's 0x80 (-0) codes.
+
+The golden entry ``loading/<scheme>/<case>`` stores the checkpoint (codes, scales, input
+scales, bias), the input x, and two float64-derived references computed here with the
+reference quantizer, independently of the loader transforms: the output without bias of
+the correctly loaded layer, and |x| @ |W|^T for the error bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from harness.core.formats import decode, get_format
+from harness.core.inputs import generator, scaled_normal
+from harness.core.quantize import calibrate_input_scale, quantize, quantize_activation
+from harness.core.schemes import SCHEMES, WHOLE, Scheme, get_scheme
+from harness.loading.checkpoint import LinearCheckpoint, QuantConfig, Shard, build_checkpoint
+from harness.store.golden import GoldenData, register_each
+
+PREFIX = "model.layers.0.proj"
+TOKENS = 4  # rows of x
+FLAVOURS: tuple[str, ...] = ("e4m3fn", "e4m3fnuz")  # platform FP8 flavours loaded into
+
+
+@dataclass(frozen=True)
+class LoadingCase:
+    """A named checkpoint layout; widths are in units of the scheme's block rows."""
+
+    name: str
+    shards: tuple[tuple[str, int], ...]  # (shard name, width in units); "" = unfused
+    weight_gain: tuple[float, ...]  # factor on each shard's float weight
+    input_gain: tuple[float, ...]  # factor on each shard's calibrated static input scale
+    negative_zeros: bool = False  # plant values that quantize to -0 (0x80 in e4m3fn)
+
+
+CASES: tuple[LoadingCase, ...] = (
+    LoadingCase("unfused", (("", 2),), (1.0,), (1.0,)),
+    # Shard scales 2^-6 and 2^4 apart (times non-powers of two, so requantizing is inexact).
+    LoadingCase(
+        "fused_spread_scales",
+        (("q_proj", 2), ("k_proj", 1), ("v_proj", 1)),
+        (1.0, 2**-6 * 1.37, 2**4 * 0.71),
+        (1.0, 1.5, 0.75),
+    ),
+    LoadingCase(
+        "zero_width_shard",
+        (("q_proj", 2), ("k_proj", 0), ("v_proj", 1)),
+        (1.0, 1.0, 0.3),
+        (1.0, 1.0, 1.25),
+    ),
+    LoadingCase(
+        "negative_zero_codes",
+        (("gate_proj", 1), ("up_proj", 1)),
+        (1.0, 0.55),
+        (1.0, 1.0),
+        negative_zeros=True,
+    ),
+)
+CASES_BY_NAME = {c.name: c for c in CASES}
+
+
+def fp8_schemes() -> list[str]:
+    """Every registered scheme of the FP8 family (never by name)."""
+    return sorted(name for name, s in SCHEMES.items() if s.family == "fp8")
+
+
+def golden_entry(scheme: str, case: str) -> str:
+    return f"loading/{scheme}/{case}"
+
+
+def _unit(scheme: Scheme) -> int:
+    rows = scheme.weight.block[0]
+    return rows if rows is not WHOLE and rows > 1 else 16
+
+
+def _k(scheme: Scheme) -> int:
+    cols = scheme.weight.block[1]
+    return max(64, cols if cols is not WHOLE else 0)
+
+
+def _plant_negative_zeros(w: torch.Tensor, name: str) -> torch.Tensor:
+    """Set a few elements to -1e-30: far below half the smallest subnormal of any tile's
+    scale (tiles span at most ~1e-5..1e5 here), so they quantize to -0."""
+    gen = generator(f"{name}/negative_zeros")
+    rows = torch.randint(0, w.shape[0], (8,), generator=gen)
+    cols = torch.randint(0, w.shape[1], (8,), generator=gen)
+    w = w.clone()
+    w[rows, cols] = torch.tensor(-1e-30).to(torch.bfloat16).float()
+    return w
+
+
+def _weights(scheme: Scheme, case: LoadingCase) -> dict[str, torch.Tensor]:
+    k, unit = _k(scheme), _unit(scheme)
+    out = {}
+    for (name, units), gain in zip(case.shards, case.weight_gain, strict=True):
+        base = f"loading/{scheme.name}/{case.name}/{name or 'weight'}"
+        if units == 0:
+            out[name] = torch.zeros(0, k)
+            continue
+        w = scaled_normal(base, units * unit, k, scheme.weight) * gain
+        w = w.to(torch.bfloat16).float()
+        if case.negative_zeros:
+            w = _plant_negative_zeros(w, base)
+        out[name] = w
+    return out
+
+
+def build_case_checkpoint(
+    scheme_name: str, case_name: str
+) -> tuple[LinearCheckpoint, torch.Tensor]:
+    """The checkpoint (no bias yet) and the input x, from seeded inputs."""
+    scheme = get_scheme(scheme_name)
+    case = CASES_BY_NAME[case_name]
+    x = scaled_normal(f"loading/{scheme_name}/{case_name}/x", TOKENS, _k(scheme), scheme.activation)
+    input_scales = None
+    act = scheme.activation
+    if act is not None and not act.dynamic:
+        base = calibrate_input_scale(x, act).reshape(())
+        input_scales = {
+            name: base * gain
+            for (name, units), gain in zip(case.shards, case.input_gain, strict=True)
+            if units
+        }
+    ckpt = build_checkpoint(
+        PREFIX, QuantConfig("fp8", scheme_name), _weights(scheme, case), None, input_scales
+    )
+    return ckpt, x
+
+
+def expected_runtime_weight(ckpt: LinearCheckpoint) -> torch.Tensor:
+    """Values the correctly loaded weight holds: shard values, requantized to the max scale
+    for fused per-tensor layers (reference quantizer, in the checkpoint's format)."""
+    spec = ckpt.scheme.weight
+    parts = []
+    per_tensor_fused = spec.block == (WHOLE, WHOLE) and ckpt.fused
+    scales = [s.weight_scale for s in ckpt.shards if s.weight_scale is not None]
+    top = max(float(s) for s in scales) if per_tensor_fused else 0.0
+    for i, shard in enumerate(ckpt.shards):
+        if shard.width == 0:
+            parts.append(torch.zeros(0, shard.weight.shape[1]))
+            continue
+        values = ckpt.dequantize_shard(i)
+        if per_tensor_fused:
+            grid = torch.tensor([[top]], dtype=torch.float32)
+            values = quantize(values, spec, grid).dequantize()
+        parts.append(values)
+    return torch.cat(parts, dim=0)
+
+
+def merged_input_scale(ckpt: LinearCheckpoint) -> torch.Tensor | None:
+    scales = [s.input_scale for s in ckpt.shards if s.input_scale is not None]
+    return None if not scales else torch.stack(scales).max().reshape(1, 1)
+
+
+def _bias_for(y: torch.Tensor, name: str) -> torch.Tensor:
+    """Bias of half to all of each column's largest |y|, random sign, bf16-valued.
+
+    Column-relative, so it dwarfs every column's error bound: 0, 1 and 2 applications of
+    it are told apart whatever the spread of the outputs.
+    """
+    gen = generator(name)
+    peak = y.abs().amax(dim=0)
+    magnitude = (0.5 + 0.5 * torch.rand(y.shape[1], generator=gen)) * peak
+    sign = torch.where(torch.rand(y.shape[1], generator=gen) < 0.5, -1.0, 1.0)
+    return (magnitude * sign).to(torch.bfloat16).float()
+
+
+def build_loading_golden(scheme_name: str, case_name: str) -> GoldenData:
+    ckpt, x = build_case_checkpoint(scheme_name, case_name)
+    scheme = ckpt.scheme
+    case = CASES_BY_NAME[case_name]
+    fmt = get_format(scheme.weight.format)
+    if case.negative_zeros and float(decode(torch.tensor([0x80], dtype=torch.uint8), fmt)) == 0:
+        n = sum(int((ckpt.shard_codes(s) == 0x80).sum()) for s in ckpt.shards)
+        if n == 0:
+            raise AssertionError(f"{scheme_name}/{case_name}: no 0x80 codes were planted")
+    xq = quantize_activation(x, scheme, merged_input_scale(ckpt))
+    a = (x if xq is None else xq.dequantize()).double()
+    w = expected_runtime_weight(ckpt).double()
+    y = a @ w.t()
+    data = GoldenData()
+    data.exact["x"] = x.to(torch.bfloat16)
+    data.exact["bias"] = _bias_for(y, f"loading/{scheme_name}/{case_name}/bias").to(torch.bfloat16)
+    for i, shard in enumerate(ckpt.shards):
+        data.exact[f"shard{i}.weight_codes"] = ckpt.shard_codes(shard).clone()
+        if shard.weight_scale is not None:
+            data.exact[f"shard{i}.weight_scale"] = shard.weight_scale
+        if shard.input_scale is not None:
+            data.exact[f"shard{i}.input_scale"] = shard.input_scale
+    data.reference["y_ref"] = y.float()
+    data.reference["abs_product"] = (a.abs() @ w.abs().t()).float()
+    return data
+
+
+def checkpoint_from_golden(data: GoldenData, scheme_name: str, case_name: str) -> LinearCheckpoint:
+    """Rebuild the case's checkpoint from the golden's stored tensors (with its bias)."""
+    scheme = get_scheme(scheme_name)
+    case = CASES_BY_NAME[case_name]
+    t = data.tensors
+    dtype = get_format(scheme.weight.format).to_torch_dtype()
+    shards = []
+    for i, (name, _) in enumerate(case.shards):
+        codes = t[f"shard{i}.weight_codes"]
+        shards.append(
+            Shard(
+                name,
+                int(codes.shape[0]),
+                codes.view(dtype),
+                t.get(f"shard{i}.weight_scale"),
+                t.get(f"shard{i}.input_scale"),
+            )
+        )
+    return LinearCheckpoint(
+        PREFIX,
+        QuantConfig("fp8", scheme_name),
+        tuple(shards),
+        t["bias"].float(),
+        f"golden:{golden_entry(scheme_name, case_name)}",
+    )
+
+
+register_each(
+    build_loading_golden,
+    ((golden_entry(s, c.name), (s, c.name)) for s in fp8_schemes() for c in CASES),
+)
+
+
+# ------------------------------------------------------------------- suite params
+@dataclass(frozen=True)
+class LoadingParams:
+    """One suite parameter: scheme x case x platform flavour (x loader, path, bias)."""
+
+    scheme: str
+    case: str
+    flavour: str
+    loader: str = ""
+    path: str = ""
+    bias: bool = True
+
+    @property
+    def id(self) -> str:
+        parts = [self.scheme, self.case, self.flavour, self.loader, self.path]
+        if self.path:
+            parts.append("bias" if self.bias else "nobias")
+        return "-".join(p for p in parts if p)
+
+    def record_fields(self) -> dict[str, Any]:
+        return {
+            "suite": "loading",
+            "scheme": self.scheme,
+            "case": self.case,
+            "flavour": self.flavour,
+            "loader": self.loader or None,
+            "path": self.path or None,
+            "bias": self.bias,
+        }
+
+
+def loading_params(
+    loaders: tuple[str, ...] = ("",),
+    paths: tuple[str, ...] = ("",),
+    biases: tuple[bool, ...] = (True,),
+) -> Iterator[LoadingParams]:
+    for scheme in fp8_schemes():
+        for case in CASES:
+            for flavour in FLAVOURS:
+                for loader in loaders:
+                    for path in paths:
+                        for bias in biases:
+                            yield LoadingParams(scheme, case.name, flavour, loader, path, bias)

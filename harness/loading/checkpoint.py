@@ -1,0 +1,353 @@
+"""Quantized linear checkpoints as engines read them, and their safetensors files.
+
+A checkpoint holds, per shard of a (possibly fused) linear layer: the FP8 weight stored with
+a torch float8 dtype, its weight scale, an optional static input scale, and one bias for the
+whole layer. Fused layers (QKV, gate/up) list their shards with logical widths; each shard has
+its own scales, as it was quantized on its own. The quantization config (method + scheme) and
+the layer layout travel in the safetensors ``__metadata__`` as JSON strings.
+
+`read_checkpoint` validates everything before returning: a bad file raises `CheckpointError`
+naming the tensor and what was expected, and nothing is returned half-read.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
+
+from harness.core.formats import decode, get_format
+from harness.core.quantize import QuantizedTensor, quantize, scale_grid
+from harness.core.schemes import WHOLE, QuantSpec, Scheme, UnknownSchemeError, get_scheme
+
+CONFIG_KEY = "quantization_config"  # __metadata__ key: {"method": ..., "scheme": ...}
+LAYOUT_KEY = "qharness_layer"  # __metadata__ key: {"prefix": ..., "shards": [[name, width]...]}
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be loaded: names the file or tensor and what was expected."""
+
+
+@dataclass(frozen=True)
+class QuantConfig:
+    """What a checkpoint says about its quantization: the method (loader) and the scheme."""
+
+    method: str  # "fp8", "quark", ...: which loader reads it by default
+    scheme: str  # a registered scheme name (harness.core.schemes)
+
+    def to_json(self) -> dict[str, str]:
+        return {"method": self.method, "scheme": self.scheme}
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> QuantConfig:
+        if not isinstance(data, dict) or not all(
+            isinstance(data.get(k), str) for k in ("method", "scheme")
+        ):
+            raise CheckpointError(
+                f"{where}: {CONFIG_KEY} must be a JSON object with string fields 'method' and "
+                f"'scheme', got {data!r}"
+            )
+        return cls(data["method"], data["scheme"])
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One logical part of a fused layer (or the whole of an unfused one)."""
+
+    name: str  # "" for an unfused layer; "q_proj", "k_proj", ... for fused ones
+    width: int  # output rows of this shard (may be 0)
+    weight: torch.Tensor  # float8 dtype [width, K]
+    weight_scale: torch.Tensor | None  # float32, `weight_scale_shapes`; None: absent in file
+    input_scale: torch.Tensor | None  # float32 (), static activation scale
+
+
+@dataclass(frozen=True)
+class LinearCheckpoint:
+    """A quantized linear layer as stored: shards, their scales, and one optional bias [N]."""
+
+    prefix: str
+    config: QuantConfig
+    shards: tuple[Shard, ...]
+    bias: torch.Tensor | None = None
+    source: str = "<memory>"  # file the checkpoint came from, for error messages
+
+    @property
+    def scheme(self) -> Scheme:
+        return get_scheme(self.config.scheme)
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        return tuple(s.width for s in self.shards)
+
+    @property
+    def fused(self) -> bool:
+        return len(self.shards) > 1
+
+    def tensor_name(self, shard: Shard, field_name: str) -> str:
+        parts = [p for p in (self.prefix, shard.name, field_name) if p]
+        return ".".join(parts)
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """Every stored tensor by its checkpoint name (absent scales are left out)."""
+        out: dict[str, torch.Tensor] = {}
+        for shard in self.shards:
+            out[self.tensor_name(shard, "weight")] = shard.weight
+            if shard.weight_scale is not None:
+                out[self.tensor_name(shard, "weight_scale")] = shard.weight_scale
+            if shard.input_scale is not None:
+                out[self.tensor_name(shard, "input_scale")] = shard.input_scale
+        if self.bias is not None:
+            out[f"{self.prefix}.bias"] = self.bias
+        return out
+
+    def shard_codes(self, shard: Shard) -> torch.Tensor:
+        """The shard's weight as uint8 codes (one per element)."""
+        return shard.weight.contiguous().view(torch.uint8)
+
+    def dequantize_shard(self, index: int) -> torch.Tensor:
+        """Exact float32 values shard ``index`` stands for (its own codes and scale)."""
+        shard = self.shards[index]
+        spec = self.scheme.weight
+        if shard.weight_scale is None:
+            raise CheckpointError(f"{self.tensor_name(shard, 'weight_scale')} is absent")
+        codes = self.shard_codes(shard)
+        grid = shard.weight_scale.reshape(scale_grid(spec, codes.shape))
+        return QuantizedTensor(codes, grid, spec).dequantize()
+
+    def without_bias(self) -> LinearCheckpoint:
+        return replace(self, bias=None)
+
+
+# ------------------------------------------------------------------------- building
+def weight_scale_shapes(spec: QuantSpec, width: int, k: int) -> tuple[tuple[int, ...], ...]:
+    """Scale shapes a checkpoint may store for a [width, K] weight; the first is canonical.
+
+    Per-tensor scales are scalars (as FP8 checkpoints store them); per-channel scales are the
+    column (width, 1) or the vector (width,); other granularities their tile grid.
+    """
+    if spec.block == (WHOLE, WHOLE):
+        return ((),)
+    if spec.block == (1, WHOLE):
+        return ((width, 1), (width,))
+    grid_rows, grid_cols = scale_grid(spec, (max(width, 1), k))
+    return ((grid_rows if width else 0, grid_cols),)
+
+
+def build_checkpoint(
+    prefix: str,
+    config: QuantConfig,
+    shard_weights: dict[str, torch.Tensor],
+    bias: torch.Tensor | None,
+    input_scales: dict[str, torch.Tensor] | None = None,
+) -> LinearCheckpoint:
+    """Quantize float weights shard by shard with the reference quantizer.
+
+    ``shard_weights`` maps shard name ("" for unfused) to a [width, K] float tensor, in order.
+    Zero-width shards get no weight scale (an engine never loads one for them); static input
+    scales are given per shard name (shards left out get none).
+    """
+    scheme = get_scheme(config.scheme)
+    shards = []
+    for name, w in shard_weights.items():
+        fmt = get_format(scheme.weight.format)
+        if w.shape[0] == 0:
+            codes = torch.zeros(w.shape, dtype=torch.uint8)
+            scale = None
+        else:
+            q = quantize(w, scheme.weight)
+            codes = q.codes
+            scale = q.scale.reshape(weight_scale_shapes(scheme.weight, *w.shape)[0])
+        given = None if input_scales is None else input_scales.get(name)
+        in_scale = None if given is None else given.float().reshape(())
+        weight = codes.view(fmt.to_torch_dtype())
+        shards.append(Shard(name, int(w.shape[0]), weight, scale, in_scale))
+    return LinearCheckpoint(prefix, config, tuple(shards), bias)
+
+
+# --------------------------------------------------------------------------- files
+def save_checkpoint(ckpt: LinearCheckpoint, path: Path | str) -> None:
+    """Write a safetensors file: FP8 weights with float8 dtypes, config in __metadata__."""
+    layout = {"prefix": ckpt.prefix, "shards": [[s.name, s.width] for s in ckpt.shards]}
+    metadata = {CONFIG_KEY: json.dumps(ckpt.config.to_json()), LAYOUT_KEY: json.dumps(layout)}
+    tensors = {k: v.detach().cpu().contiguous() for k, v in ckpt.tensors().items()}
+    save_file(tensors, str(path), metadata=metadata)
+
+
+def _read_raw(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    try:
+        with safe_open(str(path), framework="pt") as fh:
+            metadata = dict(fh.metadata() or {})
+            tensors = {name: fh.get_tensor(name) for name in fh.keys()}  # noqa: SIM118
+    except (SafetensorError, OSError, RuntimeError, ValueError) as exc:
+        raise CheckpointError(
+            f"{path}: not a readable safetensors file (truncated or corrupted?): {exc}"
+        ) from exc
+    return tensors, metadata
+
+
+def _json_field(metadata: dict[str, str], key: str, where: str) -> Any:
+    if key not in metadata:
+        raise CheckpointError(f"{where}: __metadata__ lacks {key!r}; found {sorted(metadata)}")
+    try:
+        return json.loads(metadata[key])
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{where}: __metadata__[{key!r}] is not JSON: {exc}") from exc
+
+
+def read_checkpoint(path: Path | str) -> LinearCheckpoint:
+    """Read and validate a checkpoint file; raises `CheckpointError` on any problem."""
+    path = Path(path)
+    where = str(path)
+    tensors, metadata = _read_raw(path)
+    config = QuantConfig.from_json(_json_field(metadata, CONFIG_KEY, where), where)
+    layout = _json_field(metadata, LAYOUT_KEY, where)
+    try:
+        prefix = str(layout["prefix"])
+        shard_specs = [(str(n), int(w)) for n, w in layout["shards"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(
+            f"{where}: __metadata__[{LAYOUT_KEY!r}] must be {{'prefix': str, 'shards': "
+            f"[[name, width], ...]}}, got {layout!r}"
+        ) from exc
+    probe = LinearCheckpoint(prefix, config, (), None, where)
+    shards = []
+    for name, width in shard_specs:
+        stub = Shard(name, width, torch.empty(0), None, None)
+        weight_name = probe.tensor_name(stub, "weight")
+        if weight_name not in tensors:
+            raise CheckpointError(f"{where}: tensor {weight_name!r} is missing")
+        shards.append(
+            Shard(
+                name,
+                width,
+                tensors[weight_name],
+                tensors.get(probe.tensor_name(stub, "weight_scale")),
+                tensors.get(probe.tensor_name(stub, "input_scale")),
+            )
+        )
+    ckpt = LinearCheckpoint(prefix, config, tuple(shards), tensors.get(f"{prefix}.bias"), where)
+    validate_checkpoint(ckpt)
+    return ckpt
+
+
+# ----------------------------------------------------------------------- validation
+def _check_scale_values(name: str, scale: torch.Tensor, where: str) -> None:
+    if scale.dtype != torch.float32:
+        raise CheckpointError(f"{where}: tensor {name!r} is {scale.dtype}, expected float32")
+    bad = ~(torch.isfinite(scale) & (scale > 0))
+    if bool(bad.any()):
+        first = tuple(int(i) for i in bad.nonzero()[0]) if scale.dim() else ()
+        value = float(scale.reshape(-1)[bad.reshape(-1)][0])
+        raise CheckpointError(
+            f"{where}: tensor {name!r} holds {int(bad.sum())} scale(s) that are not finite and "
+            f"positive (first at index {first}: {value}); scales must be finite and > 0"
+        )
+
+
+def validate_checkpoint(ckpt: LinearCheckpoint) -> None:
+    """Check every tensor against the config's scheme; raise `CheckpointError` on the first
+    problem, naming the tensor and the expectation."""
+    where = ckpt.source
+    try:
+        scheme = ckpt.scheme
+    except UnknownSchemeError as exc:
+        raise CheckpointError(f"{where}: {CONFIG_KEY} names {exc}") from None
+    if not ckpt.shards:
+        raise CheckpointError(f"{where}: layer {ckpt.prefix!r} lists no shards")
+    fmt = get_format(scheme.weight.format)
+    if scheme.family != "fp8":
+        raise CheckpointError(
+            f"{where}: scheme {scheme.name} ({scheme.family}) cannot be loaded: checkpoint "
+            "loading covers FP8 schemes (float8 weights with float32 scales)"
+        )
+    wdtype = fmt.to_torch_dtype()
+    ks = set()
+    for shard in ckpt.shards:
+        wname = ckpt.tensor_name(shard, "weight")
+        if shard.weight.dtype != wdtype:
+            raise CheckpointError(
+                f"{where}: tensor {wname!r} is {shard.weight.dtype}, but scheme {scheme.name} "
+                f"stores {fmt.name} weights ({wdtype})"
+            )
+        if shard.weight.dim() != 2 or shard.weight.shape[0] != shard.width:
+            raise CheckpointError(
+                f"{where}: tensor {wname!r} has shape {tuple(shard.weight.shape)}, expected "
+                f"({shard.width}, K) for a shard of width {shard.width}"
+            )
+        ks.add(int(shard.weight.shape[1]))
+        k = int(shard.weight.shape[1])
+        nan_codes = torch.isnan(decode(shard.weight.contiguous().view(torch.uint8), fmt))
+        if bool(nan_codes.any()):
+            raise CheckpointError(
+                f"{where}: tensor {wname!r} holds {int(nan_codes.sum())} NaN codes; a weight "
+                "must be finite"
+            )
+        sname = ckpt.tensor_name(shard, "weight_scale")
+        if shard.weight_scale is None:
+            if shard.width:
+                raise CheckpointError(
+                    f"{where}: tensor {sname!r} is missing; scheme {scheme.name} needs a "
+                    f"float32 {scheme.weight.granularity} weight scale of shape "
+                    f"{weight_scale_shapes(scheme.weight, shard.width, k)[0]}"
+                )
+        else:
+            allowed = weight_scale_shapes(scheme.weight, shard.width, k)
+            if tuple(shard.weight_scale.shape) not in allowed:
+                raise CheckpointError(
+                    f"{where}: tensor {sname!r} has shape {tuple(shard.weight_scale.shape)}, "
+                    f"expected one of {list(allowed)} for {scheme.weight.granularity} scales of a "
+                    f"{(shard.width, k)} weight"
+                )
+            _check_scale_values(sname, shard.weight_scale, where)
+        iname = ckpt.tensor_name(shard, "input_scale")
+        static = scheme.activation is not None and not scheme.activation.dynamic
+        if shard.input_scale is None:
+            if static and shard.width:
+                raise CheckpointError(
+                    f"{where}: tensor {iname!r} is missing; scheme {scheme.name} has static "
+                    "activation scales and needs a float32 scalar input scale"
+                )
+        else:
+            if not static:
+                raise CheckpointError(
+                    f"{where}: tensor {iname!r} is present but scheme {scheme.name} has no "
+                    "static activation scale; the config and the tensors disagree"
+                )
+            if tuple(shard.input_scale.shape) != ():
+                raise CheckpointError(
+                    f"{where}: tensor {iname!r} has shape {tuple(shard.input_scale.shape)}, "
+                    "expected () (one per-tensor input scale)"
+                )
+            _check_scale_values(iname, shard.input_scale, where)
+    if len(ks) > 1:
+        raise CheckpointError(f"{where}: shards of {ckpt.prefix!r} disagree on K: {sorted(ks)}")
+    n = sum(ckpt.widths)
+    if ckpt.bias is not None:
+        bname = f"{ckpt.prefix}.bias"
+        if tuple(ckpt.bias.shape) != (n,) or not ckpt.bias.is_floating_point():
+            raise CheckpointError(
+                f"{where}: tensor {bname!r} is {tuple(ckpt.bias.shape)} {ckpt.bias.dtype}, "
+                f"expected a floating-point ({n},) bias"
+            )
+        if not bool(torch.isfinite(ckpt.bias).all()):
+            raise CheckpointError(f"{where}: tensor {bname!r} holds non-finite values")
+
+
+__all__ = [
+    "CONFIG_KEY",
+    "LAYOUT_KEY",
+    "CheckpointError",
+    "LinearCheckpoint",
+    "QuantConfig",
+    "Shard",
+    "build_checkpoint",
+    "read_checkpoint",
+    "save_checkpoint",
+    "validate_checkpoint",
+    "weight_scale_shapes",
+]

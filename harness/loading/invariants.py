@@ -1,0 +1,155 @@
+"""Invariants of checkpoint loading, as functions that return what is violated.
+
+- every shard of the loaded layer dequantizes to what the checkpoint's shard stands for:
+  bit-exactly where no requantization happened (flavour normalization is exact), within one
+  ULP of the runtime format where a shard was requantized to a larger scale;
+- two loaders give bit-identical runtime tensors;
+- the bias is applied exactly once (`bias_application_counts`).
+
+Each check returns a list of human-readable violations (empty: holds), so the suites assert
+on them and the order self-test can show that a faulty pipeline is reported.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from harness.core.compare import bit_mismatches
+from harness.core.formats import decode
+from harness.core.schemes import WHOLE
+from harness.loading.checkpoint import LinearCheckpoint
+from harness.loading.loaders import LoadedLayer, Loader
+
+
+def requantized_shards(ckpt: LinearCheckpoint) -> frozenset[int]:
+    """Shards a correct loader must requantize: per-tensor shards below the largest scale."""
+    if ckpt.scheme.weight.block != (WHOLE, WHOLE) or not ckpt.fused:
+        return frozenset()
+    scales = {
+        i: float(s.weight_scale) for i, s in enumerate(ckpt.shards) if s.weight_scale is not None
+    }
+    top = max(scales.values())
+    return frozenset(i for i, v in scales.items() if v != top and ckpt.shards[i].width)
+
+
+def _magnitudes(fmt_name: str) -> torch.Tensor:
+    """Finite non-negative values of a format, ascending (float64)."""
+    values = decode(torch.arange(256, dtype=torch.uint8), fmt_name).double()
+    finite = values[torch.isfinite(values)].abs()
+    unique: torch.Tensor = torch.unique(finite)
+    return unique
+
+
+def one_ulp_violations(
+    codes: torch.Tensor, fmt_name: str, exact_values: torch.Tensor, scale: float
+) -> int:
+    """Elements whose code is not within one grid step of the exact value.
+
+    ``codes`` are the loaded codes (scale ``scale``); ``exact_values`` what the checkpoint
+    stands for. One step ("one ULP of the target format") is the gap to the neighbouring
+    code on the side of the exact value, so RNE (half a step) plus the float32 rounding of
+    the dequantize/divide passes, and a wrong code does not.
+    """
+    mags = _magnitudes(fmt_name)
+    q = decode(codes, fmt_name).double().reshape(-1)
+    t = (exact_values.double() / scale).reshape(-1)
+    idx = torch.searchsorted(mags, q.abs())
+    lo = mags[(idx - 1).clamp(min=0)]
+    hi = mags[(idx + 1).clamp(max=mags.numel() - 1)]
+    same_sign = (torch.sign(q) == torch.sign(t)) | (q == 0) | (t == 0)
+    inside = (t.abs() >= lo) & (t.abs() <= hi) & same_sign & torch.isfinite(q)
+    return int((~inside).sum())
+
+
+def shard_violations(ckpt: LinearCheckpoint, loaded: LoadedLayer) -> list[str]:
+    """dequantize(loaded) vs dequantize(checkpoint), shard by shard."""
+    problems: list[str] = []
+    weight = loaded.layer.weight
+    values = weight.dequantize()
+    requantized = requantized_shards(ckpt)
+    start = 0
+    for i, shard in enumerate(ckpt.shards):
+        rows = slice(start, start + shard.width)
+        start += shard.width
+        if shard.width == 0:
+            continue
+        expected = ckpt.dequantize_shard(i)
+        got = values[rows]
+        label = ckpt.tensor_name(shard, "weight")
+        if not bool(torch.isfinite(got).all()):
+            problems.append(f"{label}: {int((~torch.isfinite(got)).sum())} non-finite values")
+            continue
+        if i in requantized:
+            scale = float(weight.scale.reshape(-1)[0])
+            bad = one_ulp_violations(weight.codes[rows], weight.spec.format, expected, scale)
+            if bad:
+                problems.append(
+                    f"{label}: {bad}/{got.numel()} values more than one {weight.spec.format} "
+                    f"ULP from the checkpoint after requantization to scale {scale:.6g}"
+                )
+        elif n := int((got != expected).sum()):  # exact; +0 == -0 (e4m3fnuz has no -0)
+            diff = (got.double() - expected.double()).abs().max().item()
+            problems.append(
+                f"{label}: {n}/{got.numel()} values differ from the checkpoint, which no "
+                f"requantization explains (max abs diff {diff:.6g})"
+            )
+    return problems
+
+
+def runtime_differences(a: LoadedLayer, b: LoadedLayer) -> list[str]:
+    """Where two loaded layers differ, bit for bit (codes, scales, bias, runtime formats)."""
+    la, lb = a.layer, b.layer
+    problems: list[str] = []
+    if la.scheme != lb.scheme:
+        problems.append(f"runtime schemes differ: {la.scheme} vs {lb.scheme}")
+    pairs = {
+        "weight codes": (la.weight.codes, lb.weight.codes),
+        "weight scale": (la.weight.scale, lb.weight.scale),
+        "input scale": (la.input_scale, lb.input_scale),
+        "bias": (la.bias, lb.bias),
+    }
+    for name, (x, y) in pairs.items():
+        if x is None or y is None:
+            if (x is None) != (y is None):
+                problems.append(f"{name}: present in one layer only")
+            continue
+        if x.shape != y.shape or x.dtype != y.dtype:
+            problems.append(f"{name}: {tuple(x.shape)} {x.dtype} vs {tuple(y.shape)} {y.dtype}")
+        elif n := bit_mismatches(x, y):
+            problems.append(f"{name}: {n}/{x.numel()} elements differ bit-wise")
+    return problems
+
+
+def check_loader(
+    loader: Loader, ckpt: LinearCheckpoint, target_format: str, reference: Loader | None
+) -> list[str]:
+    """Every loading invariant for one checkpoint; a loader that raises is a violation."""
+    try:
+        loaded = loader.load(ckpt, target_format)
+    except Exception as exc:  # a valid checkpoint must load: an exception is a finding
+        return [f"loader {loader.name} raised {type(exc).__name__}: {exc}"]
+    problems = [f"{loader.name}: {p}" for p in shard_violations(ckpt, loaded)]
+    if reference is not None:
+        other = reference.load(ckpt, target_format)
+        problems += [
+            f"{loader.name} vs {reference.name}: {p}" for p in runtime_differences(loaded, other)
+        ]
+    return problems
+
+
+def bias_application_counts(
+    y: torch.Tensor, y_without_bias: torch.Tensor, bias: torch.Tensor, bound: torch.Tensor
+) -> torch.Tensor:
+    """How many times each output got ``bias``: n with |y - y0 - n*bias| <= bound, else -1.
+
+    Unambiguous because the bias is chosen with |bias| > 2*bound everywhere (checked here):
+    the bands around 0, 1 and 2 applications are then disjoint.
+    """
+    b = bias.double().reshape(1, -1).expand_as(y)
+    bnd = bound.double()
+    if not bool((b.abs() > 2 * bnd).all()):
+        raise ValueError("bias too small for its error bound: application counts are ambiguous")
+    diff = y.double() - y_without_bias.double()
+    n = torch.round(diff / b)
+    fits = (diff - n * b).abs() <= bnd
+    return torch.where(fits, n, torch.full_like(n, -1)).long()

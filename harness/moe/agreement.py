@@ -1,0 +1,139 @@
+"""Grouped-GEMM outputs checked element by element where the error bound fixes the result.
+
+A grouped GEMM accumulates in float32 (then any float32 scale epilogue) and rounds once to
+its output dtype. For one output element let c be the exact product of the operands as the
+kernel multiplies them and r the bound on |accumulator - c| (Higham Thm 3.5 gamma_K, the
+epilogue roundings, plus the float64 error of evaluating c). Every float32 accumulator in
+[c - r, c + r] lies in [lo32, hi32], the float32 values nearest c - r and c + r from
+inside, and rounds (monotonically) into [round(lo32), round(hi32)]. Where the two ends
+round to one value the bound *determines* the output: any kernel that keeps its declared
+numerics returns exactly that value.
+
+A path and the reference are compared bit for bit only on rows where they multiply
+identical operands (the same intermediate codes, and an operand rounding that changes
+nothing); elsewhere their results legitimately differ and only each one's own interval
+applies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from harness.core.compare import gamma, unit_roundoff
+from harness.moe.bounds import GemmNumerics, row_products
+
+U32 = unit_roundoff(torch.float32)
+U64 = unit_roundoff(torch.float64)
+
+
+@dataclass(frozen=True)
+class RoundedInterval:
+    """Per element, the closed range of output-dtype values a correct kernel may return."""
+
+    lo: torch.Tensor  # float32 holding values of the output dtype
+    hi: torch.Tensor
+
+    @property
+    def determined(self) -> torch.Tensor:
+        return self.lo == self.hi
+
+    def contains(self, values: torch.Tensor) -> torch.Tensor:
+        return (values >= self.lo) & (values <= self.hi)  # NaN is never contained
+
+
+def accumulator_error(
+    abs_product: torch.Tensor, exact_abs: torch.Tensor, k: int, numerics: GemmNumerics
+) -> torch.Tensor:
+    """Bound on |float32 result before the output rounding - exact|, operands as multiplied."""
+    err = gamma(k, U32) * abs_product
+    return err + numerics.epilogue_roundings * U32 * (exact_abs + err)
+
+
+def _float32_inside(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The smallest float32 >= lo and the largest float32 <= hi (float64 inputs)."""
+    lo32, hi32 = lo.float(), hi.float()
+    lo32 = torch.where(lo32.double() < lo, torch.nextafter(lo32, torch.tensor(torch.inf)), lo32)
+    hi32 = torch.where(hi32.double() > hi, torch.nextafter(hi32, torch.tensor(-torch.inf)), hi32)
+    return lo32, hi32
+
+
+def rounded_interval(
+    a: torch.Tensor,
+    w: torch.Tensor,
+    row_experts: torch.Tensor,
+    numerics: GemmNumerics,
+    also: tuple[GemmNumerics, ...] = (),
+) -> RoundedInterval:
+    """Interval of a_r @ W_e^T as ``numerics`` computes and rounds it.
+
+    The accumulation radius is the largest of ``numerics`` and ``also`` (so a second path
+    multiplying the same operands is inside it too).
+    """
+    exact, abs_product = row_products(
+        numerics.round_operand(a), numerics.round_operand(w), row_experts
+    )
+    k = int(a.shape[1])
+    radius = torch.stack(
+        [accumulator_error(abs_product, exact.abs(), k, n) for n in (numerics, *also)]
+    ).amax(0)
+    radius = radius + gamma(k, U64) * abs_product  # c itself is a float64 sum of K terms
+    lo32, hi32 = _float32_inside(exact - radius, exact + radius)
+    return RoundedInterval(numerics.round_output(lo32), numerics.round_output(hi32))
+
+
+@dataclass(frozen=True)
+class GemmAgreement:
+    """What one GEMM's output check found (counts of elements)."""
+
+    elements: int
+    outside_own: int  # the path's outputs outside the interval of its own operands
+    comparable: int  # elements on rows where path and reference multiply identical operands
+    determined: int  # comparable elements whose rounded value the bound fixes
+    mismatched: int  # determined, and the path differs from the reference's rounded value
+    reference_outside: int  # comparable, the reference's rounded value outside the interval
+
+    @property
+    def ok(self) -> bool:
+        return self.outside_own == 0 and self.mismatched == 0 and self.reference_outside == 0
+
+    def describe(self) -> str:
+        return (
+            f"{self.outside_own} of {self.elements} outside its own rounded interval; "
+            f"{self.mismatched} of {self.determined} determined elements differ from the "
+            f"reference; {self.reference_outside} of {self.comparable} comparable reference "
+            "values outside the interval"
+        )
+
+
+def gemm_agreement(
+    y: torch.Tensor,
+    a: torch.Tensor,
+    w: torch.Tensor,
+    row_experts: torch.Tensor,
+    numerics: GemmNumerics,
+    reference: tuple[torch.Tensor, torch.Tensor, GemmNumerics] | None = None,
+) -> GemmAgreement:
+    """Check output ``y`` of a_r @ W_e^T under ``numerics``; with ``reference`` = (its output,
+    its left operand, its numerics), also bit-for-bit agreement where determined and the
+    reference's rounded values inside the interval, on rows with identical operands."""
+    also = () if reference is None else (reference[2],)
+    interval = rounded_interval(a, w, row_experts, numerics, also)
+    outside_own = int((~interval.contains(y)).sum())
+    if reference is None:
+        return GemmAgreement(y.numel(), outside_own, 0, 0, 0, 0)
+    y_ref, a_ref, ref_numerics = reference
+    same_w = (numerics.round_operand(w) == ref_numerics.round_operand(w)).flatten(1).all(1)
+    same_a = (numerics.round_operand(a) == ref_numerics.round_operand(a_ref)).all(1)
+    comparable = (same_a & same_w[row_experts])[:, None].expand_as(y)
+    ref_rounded = numerics.round_output(y_ref)
+    determined = comparable & interval.determined
+    return GemmAgreement(
+        elements=y.numel(),
+        outside_own=outside_own,
+        comparable=int(comparable.sum()),
+        determined=int(determined.sum()),
+        mismatched=int((determined & ~(y == ref_rounded)).sum()),  # +0 == -0; NaN never
+        reference_outside=int((comparable & ~interval.contains(ref_rounded)).sum()),
+    )

@@ -1,0 +1,49 @@
+"""The MoE dispatch table as this platform applies it, for ``python -m harness platform``.
+
+Answers come from the table (harness.moe.dispatch), its checks, and the native MoE path's
+``supports`` (which consults the capability probe), so the report shows the decisions the
+suites make.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.core.schemes import SCHEMES
+from harness.moe.cases import MOE_HIDDEN, MOE_INTERMEDIATE
+from harness.moe.dispatch import (
+    EMULATE,
+    decision,
+    dispatch_problems,
+    platform_key,
+    table_json,
+)
+from harness.moe.paths import MoEProblem
+from harness.moe.paths.kernels import MOE_KERNELS
+from harness.moe.paths.native import NativeMoEPath
+from harness.platform.info import PlatformInfo
+
+REPRESENTATIVE_MOE_PROBLEM = MoEProblem(
+    tokens=64, experts=16, top_k=4, hidden=MOE_HIDDEN, intermediate=MOE_INTERMEDIATE
+)
+
+
+def moe_dispatch_report(platform: PlatformInfo) -> dict[str, Any]:
+    key = platform_key(platform)
+    native = NativeMoEPath()
+    schemes: dict[str, Any] = {}
+    for name in sorted(SCHEMES):
+        dec = decision(key, name)
+        support = native.supports(SCHEMES[name], REPRESENTATIVE_MOE_PROBLEM, platform)
+        schemes[name] = {
+            "decision": dec,
+            "native_runs_here": support.ok,
+            "reason": support.reason or None,
+        }
+    return {
+        "platform_key": key,
+        "schemes": schemes,
+        "table": table_json(),
+        "problems": dispatch_problems(SCHEMES, MOE_KERNELS),
+        "emulate_decision": EMULATE,
+    }

@@ -1,0 +1,165 @@
+"""Grouped GEMM kernels the native MoE path dispatches to, each with its own contract.
+
+A kernel states what it can run (`accepts`, from the scheme's QuantSpec fields, never its
+name), which capability probe gates it, what problem shapes it takes, and how it rounds.
+Which scheme goes to which kernel on which platform is the table in harness.moe.dispatch.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import torch
+
+from harness.core.formats import get_format
+from harness.core.schemes import WHOLE, QuantSpec, Scheme
+from harness.moe.bounds import GemmNumerics
+from harness.moe.dispatch import GROUPED_BF16, SCALED_GROUPED_ROWWISE
+from harness.moe.model import Operand, QuantizedExperts
+from harness.ops.grouped import grouped_mm_bf16, scaled_grouped_mm_rowwise
+from harness.paths.base import Support
+from harness.platform.info import PlatformInfo
+
+from .base import MoEProblem
+
+
+@runtime_checkable
+class GroupedKernel(Protocol):
+    name: str
+
+    def accepts(self, scheme: Scheme) -> tuple[bool, str]:
+        """Whether the kernel's contract covers the scheme, and if not, why."""
+        ...
+
+    def capability(self, scheme: Scheme) -> str:
+        """The capability probe (harness.platform.capabilities) that must pass on the platform."""
+        ...
+
+    def fits(self, problem: MoEProblem, platform: PlatformInfo) -> Support:
+        """Whether the problem's shapes meet the kernel's layout rules."""
+        ...
+
+    def numerics(self, scheme: Scheme) -> GemmNumerics: ...
+
+    def gemm(self, a: Operand, row_experts: torch.Tensor, w: QuantizedExperts) -> torch.Tensor:
+        """y[r] = a[r] @ W[expert[r]]^T as float32 [M, N]."""
+        ...
+
+
+def _strides_fit(problem: MoEProblem, align: int, op: str) -> Support:
+    """Grouped GEMMs need 16-byte row strides: H and I multiples of ``align`` elements."""
+    dims = {"H": problem.hidden, "I": problem.intermediate}
+    bad = {k: v for k, v in dims.items() if v % align}
+    if bad:
+        return Support.no(f"{op} needs 16-byte strides: {bad} not multiples of {align}")
+    return Support.yes()
+
+
+def sort_by_expert(
+    row_experts: torch.Tensor, num_experts: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stable row order grouping rows by expert, and the rows per expert (empty ones too)."""
+    order = torch.argsort(row_experts, stable=True)
+    return order, torch.bincount(row_experts, minlength=num_experts)
+
+
+def unsort(sorted_rows: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(sorted_rows)
+    out[order] = sorted_rows
+    return out
+
+
+class Bf16GroupedKernel:
+    """Dequantize weights and activations to bf16, then torch.nn.functional.grouped_mm.
+
+    Runs any scheme (it computes on dequantized values); operands are rounded to bf16
+    (exact for MX, whose E8M0-scaled elements fit bf16; not for float32-scaled FP8).
+    """
+
+    name = GROUPED_BF16
+    _ALIGN = 8  # 16-byte strides in bf16
+
+    def accepts(self, scheme: Scheme) -> tuple[bool, str]:
+        return True, ""
+
+    def capability(self, scheme: Scheme) -> str:
+        return "grouped_mm.bf16"
+
+    def fits(self, problem: MoEProblem, platform: PlatformInfo) -> Support:
+        return _strides_fit(problem, self._ALIGN, "grouped_mm")
+
+    def numerics(self, scheme: Scheme) -> GemmNumerics:
+        return GemmNumerics(operand_dtype=torch.bfloat16, out_dtype=torch.bfloat16)
+
+    def gemm(self, a: Operand, row_experts: torch.Tensor, w: QuantizedExperts) -> torch.Tensor:
+        order, counts = sort_by_expert(row_experts, w.num_experts)
+        a_sorted = a.values[order].to(torch.bfloat16)
+        y = grouped_mm_bf16(a_sorted, w.dequantize().to(torch.bfloat16), counts)
+        return unsort(y.float(), order)
+
+
+_FP8_FORMATS = frozenset({"e4m3fn", "e4m3fnuz"})
+_ROWWISE_BLOCKS = frozenset({(WHOLE, WHOLE), (1, WHOLE)})  # per-tensor or per-row scales
+
+
+def _rowwise_spec_problem(spec: QuantSpec | None, role: str) -> str | None:
+    if spec is None:
+        return f"{role} is not quantized; the kernel takes FP8 on both operands"
+    if spec.format not in _FP8_FORMATS:
+        return f"{role} format {spec.format} is not FP8 e4m3"
+    if spec.scale_format != "fp32":
+        return f"{role} scales are {spec.scale_format}, the kernel takes float32 scales"
+    if spec.block not in _ROWWISE_BLOCKS:
+        return f"{role} scales are {spec.granularity}; the kernel takes per-tensor or per-row"
+    return None
+
+
+class Fp8RowwiseGroupedKernel:
+    """FP8 codes through torch._scaled_grouped_mm with row-wise float32 scales.
+
+    Per-tensor scales are expanded to rows (the same value repeated, exact).
+    """
+
+    name = SCALED_GROUPED_ROWWISE
+    _ALIGN = 16  # 16-byte strides in FP8
+
+    def accepts(self, scheme: Scheme) -> tuple[bool, str]:
+        for spec, role in ((scheme.weight, "weight"), (scheme.activation, "activation")):
+            problem = _rowwise_spec_problem(spec, role)
+            if problem:
+                return False, problem
+        assert scheme.activation is not None
+        if scheme.activation.format != scheme.weight.format:
+            return False, "weight and activation FP8 flavours differ"
+        return True, ""
+
+    def capability(self, scheme: Scheme) -> str:
+        return f"scaled_grouped_mm.rowwise.{scheme.weight.format}"
+
+    def fits(self, problem: MoEProblem, platform: PlatformInfo) -> Support:
+        return _strides_fit(problem, self._ALIGN, "scaled grouped mm")
+
+    def numerics(self, scheme: Scheme) -> GemmNumerics:
+        # Codes are exact; the two float32 scales are applied in the epilogue, then bf16 out.
+        return GemmNumerics(operand_dtype=None, out_dtype=torch.bfloat16, epilogue_roundings=2)
+
+    def gemm(self, a: Operand, row_experts: torch.Tensor, w: QuantizedExperts) -> torch.Tensor:
+        q = a.quantized
+        if q is None:
+            raise ValueError("the FP8 row-wise grouped kernel needs quantized activations")
+        dtype = get_format(w.spec.format).to_torch_dtype()
+        m, (e, n) = q.codes.shape[0], w.codes.shape[:2]
+        scale_a = q.scale.float().reshape(-1)
+        scale_a = scale_a.expand(m) if scale_a.numel() == 1 else scale_a
+        scale_w = w.scale.float().reshape(e, -1)
+        scale_w = scale_w.expand(e, n) if scale_w.shape[1] == 1 else scale_w
+        order, counts = sort_by_expert(row_experts, e)
+        y = scaled_grouped_mm_rowwise(
+            q.codes[order].view(dtype), scale_a[order], w.codes.view(dtype), scale_w, counts
+        )
+        return unsort(y.float(), order)
+
+
+MOE_KERNELS: dict[str, GroupedKernel] = {
+    k.name: k for k in (Bf16GroupedKernel(), Fp8RowwiseGroupedKernel())
+}

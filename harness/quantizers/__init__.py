@@ -1,0 +1,1 @@
+"""Quantizer cases: the MX scale edge-case blocks and their goldens."""

@@ -1,0 +1,120 @@
+"""MX scale edge cases: named 32-element blocks per element format, and their golden.
+
+Each block is built so that its absolute maximum is the value under test (the other 31
+elements are smaller, with mixed signs). The golden entry ``mx_scales/<format>`` stores the
+blocks and, for every E8M0 scale mode, the scale codes (uint8 E8M0) and element codes, so a
+platform that flushes 2^-127, rounds amax through bf16, or picks another mode is caught bit
+for bit (suites/test_mx_scales.py runs the quantizer on the device against it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from harness.core.formats import ElementFormat, get_format
+from harness.core.quantize import quantize, stored_scale
+from harness.core.scales import E8M0_MODES
+from harness.core.schemes import MX_BLOCK, mx_spec
+from harness.store.golden import GoldenData, register_each
+
+MX_ELEMENT_FORMATS: tuple[str, ...] = ("e2m1", "e2m3", "e3m2", "e4m3fn", "e5m2")
+MX_MODES: tuple[str, ...] = tuple(E8M0_MODES)
+
+_F32_MAX = float(np.finfo(np.float32).max)
+_F32_MIN_SUBNORMAL = 2.0**-149
+
+
+def _next_up(x: float) -> float:
+    return float(np.nextafter(np.float32(x), np.float32(np.inf)))
+
+
+def _next_down(x: float) -> float:
+    return float(np.nextafter(np.float32(x), np.float32(0)))
+
+
+# case name -> amax of the block, from the element format. NaN/Inf/zero blocks are special.
+AMAX_CASES: dict[str, Callable[[ElementFormat], float]] = {
+    "at_max": lambda f: f.max_finite,
+    "just_above_max": lambda f: _next_up(f.max_finite),
+    # halfway between max and the next power of two: 480 for e4m3fn, 7 for e2m1
+    "max_tie": lambda f: (f.max_finite + 2.0 ** (f.emax + 1)) / 2,
+    "next_binade": lambda f: 2.0 ** (f.emax + 1),
+    "one": lambda f: 1.0,
+    # rounding the mantissa to m bits carries into the exponent (even mode) / just does not
+    "mantissa_carry": lambda f: 2.0 - 2.0 ** -(f.mant_bits + 1),
+    "mantissa_no_carry": lambda f: _next_down(2.0 - 2.0 ** -(f.mant_bits + 1)),
+    # float32-exact but rounds up to 2^(emax+1) in bf16: a bf16 round trip moves the scale
+    "bf16_double_rounding": lambda f: (2.0 - 2.0**-10) * 2.0**f.emax,
+    "smallest_scale_boundary": lambda f: 2.0 ** (f.emax - 127),  # floor gives exactly 2^-127
+    "above_smallest_scale": lambda f: 2.0 ** (f.emax - 126),
+    "two_pow_m127": lambda f: 2.0**-127,  # a float32 subnormal amax
+    "float32_min_subnormal": lambda f: _F32_MIN_SUBNORMAL,
+    "two_pow_127": lambda f: 2.0**127,
+    "float32_max": lambda f: _F32_MAX,
+}
+SPECIAL_BLOCKS: tuple[str, ...] = ("zero", "nan", "inf", "neg_inf", "negative_max")
+
+
+@dataclass(frozen=True)
+class EdgeBlocks:
+    names: tuple[str, ...]
+    blocks: torch.Tensor  # float32 [len(names), 32]
+
+
+def _ramp(amax: float) -> torch.Tensor:
+    """amax, then 31 smaller values of both signs (amax * k/37, float32)."""
+    k = torch.arange(1, MX_BLOCK, dtype=torch.float64)
+    rest = (amax * k / 37 * torch.where(k % 2 == 0, 1.0, -1.0)).float()
+    return torch.cat([torch.tensor([amax], dtype=torch.float32), rest])
+
+
+def edge_blocks(fmt_name: str) -> EdgeBlocks:
+    fmt = get_format(fmt_name)
+    names: list[str] = []
+    rows: list[torch.Tensor] = []
+    for name, amax in AMAX_CASES.items():
+        names.append(name)
+        rows.append(_ramp(amax(fmt)))
+    special = {
+        "zero": torch.zeros(MX_BLOCK),
+        "nan": _ramp(1.0).index_fill(0, torch.tensor([5]), float("nan")),
+        "inf": _ramp(1.0).index_fill(0, torch.tensor([3]), float("inf")),
+        "neg_inf": _ramp(1.0).index_fill(0, torch.tensor([7]), float("-inf")),
+        # the largest magnitude is negative: -1.2 * max
+        "negative_max": -_ramp(float(np.float32(1.2 * fmt.max_finite))),
+    }
+    for name in SPECIAL_BLOCKS:
+        names.append(name)
+        rows.append(special[name])
+    return EdgeBlocks(tuple(names), torch.stack(rows).float())
+
+
+def quantize_edge_blocks(
+    blocks: torch.Tensor, fmt_name: str, mode: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(E8M0 scale codes [n], element codes [n, 32]) of the blocks under one mode."""
+    spec = mx_spec(fmt_name, mode)
+    q = quantize(blocks, spec)
+    return stored_scale(q.scale, spec).flatten(), q.codes
+
+
+def golden_entry(fmt_name: str) -> str:
+    return f"mx_scales/{fmt_name}"
+
+
+def build_mx_scales_golden(fmt_name: str) -> GoldenData:
+    data = GoldenData()
+    edges = edge_blocks(fmt_name)
+    data.exact["blocks"] = edges.blocks
+    for mode in MX_MODES:
+        scale_codes, codes = quantize_edge_blocks(edges.blocks, fmt_name, mode)
+        data.exact[f"{mode}.scale_codes"] = scale_codes
+        data.exact[f"{mode}.element_codes"] = codes
+    return data
+
+
+register_each(build_mx_scales_golden, ((golden_entry(f), (f,)) for f in MX_ELEMENT_FORMATS))

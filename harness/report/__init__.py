@@ -1,0 +1,1 @@
+"""Results files and the reports rendered from them."""

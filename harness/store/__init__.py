@@ -1,0 +1,1 @@
+"""The golden store: committed safetensors files, their manifest, refresh and check."""
