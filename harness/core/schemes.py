@@ -27,9 +27,7 @@ class QuantSpec:
     format: str  # element format name, see harness.core.formats.FORMATS
     block: tuple[int | None, int | None] = (WHOLE, WHOLE)  # rows x cols sharing one scale
     scale_format: str = "fp32"  # "fp32" or "e8m0"
-    scale_rounding: str = (
-        "exact"  # "exact" (fp32 amax/max) or an E8M0 mode (core.scales)
-    )
+    scale_rounding: str = "exact"  # "exact" (fp32 amax/max) or an E8M0 mode (core.scales)
     dynamic: bool = False  # activations: scale computed per call (True) or calibrated (False)
     clamp_max: float | None = None  # saturation bound below the format max (e.g. 224 for fnuz)
 
