@@ -17,12 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, QHarnessError, UsageError
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-
-class UsageError(Exception):
-    """A user mistake: printed as one line, exit status 2."""
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "UsageError", "main"]
 
 
 def _print_json(obj: Any) -> None:
@@ -286,16 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from harness.core.schemes import UnknownSchemeError
-    from harness.paths.registry import PluginError
-    from harness.store.golden import GoldenError
-
     try:
         status: int = args.func(args)
-    except (UsageError, UnknownSchemeError, PluginError) as exc:
+    except QHarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except GoldenError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return exc.exit_code
     return status

@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.core.formats import get_format
 from harness.core.scales import saturation_loss
+from harness.errors import QHarnessError
 
 WHOLE = None  # a block dimension of WHOLE spans the whole tensor dimension
 # Every element codec rounds to nearest, ties to even, and saturates (harness.core.formats).
@@ -92,7 +93,7 @@ def register_scheme(scheme: Scheme) -> Scheme:
     return scheme
 
 
-class UnknownSchemeError(KeyError):
+class UnknownSchemeError(QHarnessError, KeyError):
     def __str__(self) -> str:
         return str(self.args[0])
 

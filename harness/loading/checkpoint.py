@@ -24,12 +24,13 @@ from safetensors.torch import save_file
 from harness.core.formats import decode, get_format
 from harness.core.quantize import QuantizedTensor, quantize, scale_grid
 from harness.core.schemes import WHOLE, QuantSpec, Scheme, UnknownSchemeError, get_scheme
+from harness.errors import QHarnessError
 
 CONFIG_KEY = "quantization_config"  # __metadata__ key: {"method": ..., "scheme": ...}
 LAYOUT_KEY = "qharness_layer"  # __metadata__ key: {"prefix": ..., "shards": [[name, width]...]}
 
 
-class CheckpointError(ValueError):
+class CheckpointError(QHarnessError, ValueError):
     """A checkpoint that cannot be loaded: names the file or tensor and what was expected."""
 
 

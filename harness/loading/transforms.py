@@ -19,6 +19,7 @@ import torch
 from harness.core.formats import decode, get_format
 from harness.core.quantize import quantize, scale_grid
 from harness.core.schemes import WHOLE, QuantSpec, Scheme
+from harness.errors import QHarnessError
 
 # Value a scale slot holds until a shard's scale is loaded into it (as engines initialize
 # fused per-shard scale parameters). Any slot that is not finite and positive counts as
@@ -29,7 +30,7 @@ SCALE_SLOT_SENTINEL = torch.finfo(torch.float32).min
 NEGATIVE_ZERO_CODE = 0x80
 
 
-class LoadError(ValueError):
+class LoadError(QHarnessError, ValueError):
     """A transform's precondition does not hold; the message names the step and the fix."""
 
 

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from harness.errors import QHarnessError
 from harness.platform.info import PlatformInfo
 
 __all__ = [
@@ -52,7 +53,7 @@ CUDA_ALLOCATOR_ROUNDING = 512
 _FRESH_ALIAS_OPS: frozenset[Any] = frozenset({torch.ops.aten.lift_fresh.default})
 
 
-class MeasurementError(RuntimeError):
+class MeasurementError(QHarnessError, RuntimeError):
     """A measurement that cannot be made as asked (nested regions, no GPU statistics)."""
 
 

@@ -23,6 +23,7 @@ import torch
 from harness.core.formats import e8m0_encode, get_format
 from harness.core.quantize import QuantizedLinear, QuantizedTensor, quantize_activation
 from harness.core.schemes import Scheme
+from harness.errors import QHarnessError
 from harness.ops.block_scaled import (
     FP8_BLOCK,
     MX_BLOCK,
@@ -58,7 +59,7 @@ SCALED_MM_SCHEMES: dict[str, str] = {
 _CUDA_ALIGNMENT = 16
 
 
-class ScaleShapeError(ValueError):
+class ScaleShapeError(QHarnessError, ValueError):
     """A scale tensor whose shape does not fit the kernel's contract."""
 
 

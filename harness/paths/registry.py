@@ -12,10 +12,12 @@ from collections.abc import Iterable
 from importlib.metadata import entry_points
 from typing import Any, TypeVar
 
+from harness.errors import QHarnessError
+
 T = TypeVar("T")
 
 
-class PluginError(RuntimeError):
+class PluginError(QHarnessError, RuntimeError):
     """An externally registered plugin that cannot be loaded or does not fit its protocol."""
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 import harness
+from harness.errors import QHarnessError
 
 SCHEMA = "qharness.results/1"
 
@@ -56,7 +57,7 @@ def write_results(path: Path, records: list[dict[str, Any]], exitstatus: int) ->
     os.replace(tmp, path)
 
 
-class ResultsError(Exception):
+class ResultsError(QHarnessError):
     pass
 
 

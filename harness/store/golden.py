@@ -30,6 +30,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save as st_save
 
 import harness
+from harness.errors import EXIT_FAILED, QHarnessError
 
 MANIFEST_NAME = "MANIFEST.json"
 MANIFEST_FORMAT = 1
@@ -81,7 +82,9 @@ def builders() -> dict[str, tuple[Builder, str]]:
     return dict(sorted(_BUILDERS.items()))
 
 
-class GoldenError(Exception):
+class GoldenError(QHarnessError):
+    exit_code = EXIT_FAILED
+
     """A golden entry that is missing, corrupted or stale; the message says what to do."""
 
 
