@@ -94,6 +94,29 @@ def record_result(request: pytest.FixtureRequest) -> Callable[..., None]:
     return record
 
 
+@pytest.fixture
+def record_checks(record_result: Callable[..., None]) -> Callable[..., None]:
+    """``record_checks(results)`` records each `CheckResult`'s metrics and every verdict
+    under ``checks`` (``{name: "pass" | "fail: ..." | "n/a: ..."}``, in run order), then
+    fails the test naming every failed check. Call it again with more results to add them
+    (a gate: checks whose failure makes the rest meaningless are recorded first)."""
+    from harness.core.checks import failure_summary, verdicts
+
+    seen: dict[str, str] = {}
+
+    def record(results: Any) -> None:
+        results = list(results)
+        for result in results:
+            record_result(**result.metrics)
+        seen.update(verdicts(results))
+        record_result(checks=dict(seen))
+        summary = failure_summary(results)
+        if summary is not None:
+            pytest.fail(summary, pytrace=False)
+
+    return record
+
+
 # ------------------------------------------------------------------ peak memory
 @pytest.fixture
 def measure_memory(qh_platform: Any, record_result: Callable[..., None]) -> Callable[..., Any]:
