@@ -89,11 +89,12 @@ def failure_summary(results: Iterable[CheckResult]) -> str | None:
 def first_offender(
     mask: torch.Tensor,
     got: torch.Tensor,
-    expected: torch.Tensor | tuple[torch.Tensor, torch.Tensor],
+    expected: torch.Tensor | tuple[torch.Tensor, torch.Tensor] | str,
     bound: torch.Tensor | None = None,
 ) -> Offender | None:
-    """The first element (row-major) where ``mask`` holds; ``expected`` a tensor or (lo, hi)."""
-    hits = mask.detach().cpu().reshape(mask.shape).nonzero()
+    """The first element (row-major) where ``mask`` holds; ``expected`` a tensor, an
+    interval (lo, hi) or a description."""
+    hits = mask.detach().cpu().nonzero()
     if hits.numel() == 0:
         return None
     index = tuple(int(i) for i in hits[0])
@@ -102,7 +103,9 @@ def first_offender(
         return float(t.detach().cpu().double().expand(mask.shape)[index])
 
     want: float | str
-    if isinstance(expected, tuple):
+    if isinstance(expected, str):
+        want = expected
+    elif isinstance(expected, tuple):
         want = f"[{at(expected[0])!r}, {at(expected[1])!r}]"
     else:
         want = at(expected)
@@ -117,7 +120,7 @@ def check_finite(name: str, values: torch.Tensor, what: str) -> CheckResult:
     return failed(
         name,
         f"{int(bad.sum())} non-finite {what}",
-        first_offender(bad, values, torch.zeros(())),
+        first_offender(bad, values, "a finite value"),
     )
 
 
@@ -139,11 +142,10 @@ def check_within_bound(
     if result.ok:
         return passed(name, **metrics)
     a = actual.detach().double().cpu()
-    e = expected.detach().double().cpu()
-    b = bound.detach().double().cpu()
-    mask = ~((a - e).abs() <= b) | ~torch.isfinite(a)
-    mask = mask.expand(a.shape) if mask.shape != a.shape else mask
-    offender = first_offender(mask, a, e.expand(a.shape), b.expand(a.shape))
+    e = expected.detach().double().cpu().expand_as(a)
+    b = bound.detach().double().cpu().expand_as(a)
+    mask = ~((a - e).abs() <= b) | ~torch.isfinite(a)  # as `within_bound` counts them
+    offender = first_offender(mask, a, e, b)
     return failed(name, f"{label}: {result.describe()}", offender, **metrics)
 
 
