@@ -50,6 +50,7 @@ from harness.moe.model import (
 from harness.moe.paths import MoEProblem, get_moe_path
 from harness.moe.paths.kernels import MOE_KERNELS
 from harness.moe.paths.native import NativeMoEPath
+from harness.paths.base import is_reference
 from harness.platform import capabilities
 from harness.store.golden import GoldenError
 
@@ -187,7 +188,7 @@ def test_moe(
     routing = Routing(routing.ids.cpu(), routing.weights.cpu(), routing.num_experts)
 
     reference = None
-    if not getattr(path, "is_reference", False):
+    if not is_reference(path):
         emulated = get_moe_path("emulated")
         reference = ReferenceRun(
             _run("emulated", layer, loaded.x, routing, qh_platform),

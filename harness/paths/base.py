@@ -66,6 +66,14 @@ def output_roundings(path: LinearPath, scheme: Scheme, problem: LinearProblem) -
     return 1 if method is None else int(method(scheme, problem))
 
 
-def is_reference(path: LinearPath) -> bool:
-    """True for the path every other path is compared with (``is_reference`` attribute)."""
-    return bool(getattr(path, "is_reference", False))
+def is_reference(path: object) -> bool:
+    """True for a path that is itself a reference model, so the suites do not compare it
+    with ``emulated``.
+
+    Only an ``is_reference`` declared by the path's own class (or set on the instance)
+    counts, never one inherited: a plugin that subclasses the emulated path to reuse its
+    code is still a path under test and is compared with ``emulated`` like any other.
+    """
+    own = getattr(path, "__dict__", {})
+    declared = own.get("is_reference", type(path).__dict__.get("is_reference", False))
+    return bool(declared)
