@@ -5,6 +5,13 @@ added later are covered). A case is a layer layout plus what makes it interestin
 an unfused single-scale layer, fused shards with very different scales, a zero-width
 shard whose scale is never stored, and a weight holding e4m3fn's 0x80 (-0) codes.
 
+Every checkpoint is as real calibration tools write them: weight scales carry a headroom
+margin (`CALIBRATION_MARGINS`: amax / qmax times 1.09..1.29, different per shard, never a
+power of two), and static input scales are calibrated on a batch other than the one fed
+(`CALIBRATION_BATCH_GAIN` smaller), with their own margins, so the fed activation exceeds
+them and saturates. A loader that requantizes fused shards to one scale computed from the
+whole tensor's amax, instead of the largest stored shard scale, gets other scales and codes.
+
 The golden entry ``loading/<scheme>/<case>`` stores the checkpoint (codes, scales, input
 scales, bias), the input x, and two float64-derived references computed here with the
 reference quantizer, independently of the loader transforms: the output without bias of
@@ -29,6 +36,13 @@ from harness.store.golden import GoldenData, register_each
 PREFIX = "model.layers.0.proj"
 TOKENS = 4  # rows of x
 FLAVOURS: tuple[str, ...] = ("e4m3fn", "e4m3fnuz")  # platform FP8 flavours loaded into
+# Headroom factors on shard i's weight scale (cycled): distinct, none a power of two, each
+# above the top code step of e4m3 (1/14), so the largest stored code is below qmax.
+CALIBRATION_MARGINS: tuple[float, ...] = (1.17, 1.09, 1.29, 1.11)
+# The calibration batch is the fed batch's seed-mate scaled by this power of two, so its
+# amax (and the static input scale) is well below what the fed batch needs (the fed
+# batch exceeds every merged static scale here: tests/test_loading_checkpoint.py).
+CALIBRATION_BATCH_GAIN = 0.25
 
 
 @dataclass(frozen=True)
@@ -120,18 +134,29 @@ def build_case_checkpoint(
     """The checkpoint (no bias yet) and the input x, from seeded inputs."""
     scheme = get_scheme(scheme_name)
     case = CASES_BY_NAME[case_name]
-    x = scaled_normal(f"loading/{scheme_name}/{case_name}/x", TOKENS, _k(scheme), scheme.activation)
+    base_name = f"loading/{scheme_name}/{case_name}"
+    x = scaled_normal(f"{base_name}/x", TOKENS, _k(scheme), scheme.activation)
+    margins = {
+        name: CALIBRATION_MARGINS[i % len(CALIBRATION_MARGINS)]
+        for i, (name, _) in enumerate(case.shards)
+    }
     input_scales = None
     act = scheme.activation
     if act is not None and not act.dynamic:
-        base = calibrate_input_scale(x, act).reshape(())
+        calibration = scaled_normal(f"{base_name}/calibration", TOKENS, _k(scheme), act)
+        base = calibrate_input_scale(calibration * CALIBRATION_BATCH_GAIN, act).reshape(())
         input_scales = {
-            name: base * gain
+            name: base * gain * margins[name]
             for (name, units), gain in zip(case.shards, case.input_gain, strict=True)
             if units
         }
     ckpt = build_checkpoint(
-        PREFIX, QuantConfig("fp8", scheme_name), _weights(scheme, case), None, input_scales
+        PREFIX,
+        QuantConfig("fp8", scheme_name),
+        _weights(scheme, case),
+        None,
+        input_scales,
+        scale_margins=margins,
     )
     return ckpt, x
 
