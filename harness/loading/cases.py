@@ -28,7 +28,13 @@ import torch
 
 from harness.core.formats import decode, get_format
 from harness.core.inputs import generator, scaled_normal
-from harness.core.quantize import calibrate_input_scale, quantize, quantize_activation
+from harness.core.quantize import (
+    QuantizedTensor,
+    calibrate_input_scale,
+    quantize,
+    quantize_activation,
+    scale_grid,
+)
 from harness.core.schemes import SCHEMES, WHOLE, Scheme, get_scheme
 from harness.loading.checkpoint import LinearCheckpoint, QuantConfig, Shard, build_checkpoint
 from harness.store.golden import GoldenData, register_each
@@ -161,9 +167,16 @@ def build_case_checkpoint(
     return ckpt, x
 
 
-def expected_runtime_weight(ckpt: LinearCheckpoint) -> torch.Tensor:
+def expected_runtime_weight(
+    ckpt: LinearCheckpoint, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """Values the correctly loaded weight holds: shard values, requantized to the max scale
-    for fused per-tensor layers (reference quantizer, in the checkpoint's format)."""
+    for fused per-tensor layers (reference quantizer, in the checkpoint's format).
+
+    ``dtype`` is that of code * scale: float32 as paths dequantize, or float64 (exact) for
+    the center of a bit-exact rounding interval. Requantization itself always starts from
+    the float32 shard values, as loaders compute them.
+    """
     spec = ckpt.scheme.weight
     parts = []
     per_tensor_fused = spec.block == (WHOLE, WHOLE) and ckpt.fused
@@ -171,14 +184,25 @@ def expected_runtime_weight(ckpt: LinearCheckpoint) -> torch.Tensor:
     top = max(float(s) for s in scales) if per_tensor_fused else 0.0
     for i, shard in enumerate(ckpt.shards):
         if shard.width == 0:
-            parts.append(torch.zeros(0, shard.weight.shape[1]))
+            parts.append(torch.zeros(0, shard.weight.shape[1], dtype=dtype))
             continue
         values = ckpt.dequantize_shard(i)
         if per_tensor_fused:
             grid = torch.tensor([[top]], dtype=torch.float32)
-            values = quantize(values, spec, grid).dequantize()
-        parts.append(values)
+            parts.append(quantize(values, spec, grid).dequantize(dtype))
+        else:
+            codes = ckpt.shard_codes(shard)
+            grid = shard.weight_scale.reshape(scale_grid(spec, codes.shape))  # type: ignore[union-attr]
+            parts.append(QuantizedTensor(codes, grid, spec).dequantize(dtype))
     return torch.cat(parts, dim=0)
+
+
+def reference_operands(ckpt: LinearCheckpoint, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Exact float64 (activation, weight) a correctly loaded layer multiplies: the center
+    of the rounding interval every path that rounds once must land in."""
+    xq = quantize_activation(x, ckpt.scheme, merged_input_scale(ckpt))
+    a = x.double() if xq is None else xq.dequantize(torch.float64)
+    return a, expected_runtime_weight(ckpt, torch.float64)
 
 
 def merged_input_scale(ckpt: LinearCheckpoint) -> torch.Tensor | None:
