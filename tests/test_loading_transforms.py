@@ -16,13 +16,11 @@ from harness.loading.transforms import (
     SCALE_SLOT_SENTINEL,
     LoadError,
     LoadState,
-    from_blocked_scale_layout,
     merge_input_scales,
     normalize_e4m3fn_to_e4m3fnuz,
     normalize_e4m3fnuz_to_e4m3fn,
     requantize_with_max_scale,
     scales_to_tile_grid,
-    to_blocked_scale_layout,
 )
 
 
@@ -175,21 +173,6 @@ def test_scales_to_tile_grid_refuses_shard_slots_for_a_per_tensor_kernel() -> No
     state = _state(_all_codes(16), [1.0, 2.0], (8, 8))
     with pytest.raises(LoadError, match="requantize_with_max_scale first"):
         scales_to_tile_grid(state)
-
-
-def test_mx_blocked_scale_layout() -> None:
-    rows, cols = 130, 6  # padded to 256 x 8
-    grid = torch.arange(rows * cols, dtype=torch.int32).reshape(rows, cols)
-    blocked = to_blocked_scale_layout(grid)
-    assert blocked.numel() == 256 * 8
-    n_col_tiles = 2
-    for r, c in [(0, 0), (1, 0), (31, 3), (32, 0), (127, 3), (128, 5), (129, 4)]:
-        tile = (r // 128) * n_col_tiles + c // 4
-        offset = tile * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4 + c % 4
-        assert int(blocked[offset]) == int(grid[r, c]), (r, c)
-    assert torch.equal(from_blocked_scale_layout(blocked, rows, cols), grid)
-    with pytest.raises(LoadError, match="expected 2048"):
-        from_blocked_scale_layout(blocked[:-1], rows, cols)
 
 
 def test_bias_application_counts_tell_0_1_2_apart() -> None:
