@@ -30,7 +30,7 @@ def _print_json(obj: Any) -> None:
 # --------------------------------------------------------------------- platform
 def platform_report() -> dict[str, Any]:
     """Platform, probed capabilities vs expectations, and the native support matrix."""
-    from harness.linear.matrix import support_matrix
+    from harness.linear.matrix import linear_dispatch_report, support_matrix
     from harness.moe.dispatch_report import moe_dispatch_report
     from harness.platform.capabilities import capabilities, expected
     from harness.platform.info import detect
@@ -46,6 +46,7 @@ def platform_report() -> dict[str, Any]:
         },
         "expected_missing": sorted(n for n in exp if not caps[n].available),
         "support": support_matrix(info),
+        "linear_dispatch": linear_dispatch_report(info),
         "moe_dispatch": moe_dispatch_report(info),
     }
 
@@ -77,13 +78,15 @@ def cmd_platform(args: argparse.Namespace) -> int:
         for path, s in paths.items():
             if not s["supported"]:
                 print(f"      {path}: {s['reason']}")
+    for problem in report["linear_dispatch"]["problems"]:
+        print(f"  LINEAR TABLE PROBLEM: {problem}")
     _print_moe_dispatch(report["moe_dispatch"])
     return EXIT_OK
 
 
 def _print_moe_dispatch(moe: dict[str, Any]) -> None:
     """The MoE native-dispatch table: this platform's decisions, then every row."""
-    print(f"\nMoE native dispatch (table row {moe['platform_key']!r}; harness/moe_dispatch.py)")
+    print(f"\nMoE native dispatch (table row {moe['platform_key']!r}; harness/moe/dispatch.py)")
     for scheme, d in moe["schemes"].items():
         runs = "native runs here" if d["native_runs_here"] else f"not native: {d['reason']}"
         print(f"  {scheme:<32} {d['decision'] or 'NO DECISION':<28} {runs}")
