@@ -126,17 +126,19 @@ def test_linear_modes_and_grouped_kernels_share_one_contract_protocol() -> None:
         assert isinstance(kernel.accepts(get_scheme("fp8_per_tensor")), Support)
 
 
+REFUSALS = [
+    ("mx", "w_mxfp4_a_mxfp6_e3m2", "activation format e3m2 is not one of"),
+    ("mx", "w_mxfp4_a_fp8", "element formats differ (e2m1 x e4m3fn)"),
+    ("mx", "w_mxfp4", "activation is not quantized"),
+    ("mx", "fp8_per_tensor", "weight scales are fp32, the kernel takes e8m0 scales"),
+    ("tensorwise", "fp8_per_channel", "weight scales are per_row"),
+    ("rowwise", "fp8_per_block", "weight scales are block_128x128"),
+    ("blockwise", "fp8_per_channel", "weight scales are per_row"),
+]
+
+
 @pytest.mark.parametrize(
-    ("mode", "scheme", "why"),
-    [
-        ("mx", "w_mxfp4_a_mxfp6_e3m2", "activation format e3m2 is not one of"),
-        ("mx", "w_mxfp4_a_fp8", "element formats differ (e2m1 x e4m3fn)"),
-        ("mx", "w_mxfp4", "activation is not quantized"),
-        ("mx", "fp8_per_tensor", "weight scales are fp32, the kernel takes e8m0 scales"),
-        ("tensorwise", "fp8_per_channel", "weight scales are per_row"),
-        ("rowwise", "fp8_per_block", "weight scales are block_128x128"),
-        ("blockwise", "fp8_per_channel", "weight scales are per_row"),
-    ],
+    ("mode", "scheme", "why"), REFUSALS, ids=[f"{m}-{s}" for m, s, _ in REFUSALS]
 )
 def test_linear_modes_refuse_what_their_kernels_cannot_run(
     mode: str, scheme: str, why: str
