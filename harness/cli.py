@@ -125,9 +125,10 @@ def cmd_schemes(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------- golden
 def cmd_golden(args: argparse.Namespace) -> int:
+    from harness.catalog import golden_builders
     from harness.store.golden import GoldenError, GoldenStore
 
-    store = GoldenStore(args.root)
+    store = GoldenStore(args.root, entry_builders=golden_builders())
     if args.action == "refresh":
         try:
             changes = store.refresh(only=args.only)
