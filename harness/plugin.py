@@ -17,6 +17,10 @@ from typing import Any
 
 import pytest
 
+from harness.errors import EnvironmentValueError
+from harness.platform.devices import GPU_LIST_VARIABLE as GPU_LIST_VARIABLE  # re-exported
+from harness.platform.devices import gpu_list_from_environment
+
 RECORD_KEY = "qharness"
 CASE_KEY = "qharness_case"
 
@@ -37,7 +41,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-GPU_LIST_VARIABLE = "QHARNESS_GPUS"
 VISIBILITY_VARIABLES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 
 
@@ -47,7 +50,7 @@ def pin_worker_gpu(environ: MutableMapping[str, str]) -> str | None:
     Runs in the worker's pytest_configure, before any test touches the device, so each
     worker sees one GPU (CUDA and ROCm read the same ordinal from both variables).
     """
-    gpus = [g.strip() for g in environ.get(GPU_LIST_VARIABLE, "").split(",") if g.strip()]
+    gpus = gpu_list_from_environment(environ)  # EnvironmentValueError for abc, -1, ...
     worker = re.fullmatch(r"gw(\d+)", environ.get("PYTEST_XDIST_WORKER", ""))
     if not gpus or worker is None:
         return None
@@ -58,9 +61,14 @@ def pin_worker_gpu(environ: MutableMapping[str, str]) -> str | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if hasattr(config, "workerinput"):
-        pin_worker_gpu(os.environ)
-    else:  # xdist workers ship reports to the controller, which records them
+    try:
+        if hasattr(config, "workerinput"):
+            pin_worker_gpu(os.environ)
+        else:
+            gpu_list_from_environment(os.environ)  # refused before any worker starts
+    except EnvironmentValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if not hasattr(config, "workerinput"):  # workers ship reports to the controller
         config.pluginmanager.register(ResultRecorder(config), "qharness-recorder")
 
 
