@@ -23,7 +23,6 @@ import datetime as _dt
 import fnmatch
 import functools
 import hashlib
-import importlib
 import json
 import os
 import re
@@ -52,14 +51,7 @@ JOURNAL_NAME = ".refresh-journal"
 PLAN_NAME = "PLAN.json"  # written last into the journal: its presence commits the refresh
 METADATA_KEY = "reference_keys"  # the only safetensors metadata key: one key, one byte order
 MANIFEST_FORMAT = 1
-DEFAULT_ROOT = Path(__file__).resolve().parent.parent / "golden"
-# Modules whose import registers golden builders (each suite's case module).
-CASE_MODULES: tuple[str, ...] = (
-    "harness.linear.cases",
-    "harness.quantizers.mx_edge_cases",
-    "harness.loading.cases",
-    "harness.moe.cases",
-)
+DEFAULT_ROOT = Path(__file__).resolve().parent.parent.parent / "golden"
 
 
 @dataclass
@@ -96,9 +88,10 @@ def register_each(
         register_golden(entry, functools.partial(build, *args), generator)
 
 
-def builders() -> dict[str, tuple[Builder, str]]:
-    for module in CASE_MODULES:
-        importlib.import_module(module)
+def registered_builders() -> dict[str, tuple[Builder, str]]:
+    """Every builder registered so far. The store imports no case module itself: importing
+    them (`harness.catalog.golden_builders`) is the caller's job, so reading or checking
+    the store's integrity never loads a path or a kernel."""
     return dict(sorted(_BUILDERS.items()))
 
 
@@ -236,7 +229,8 @@ class GoldenStore:
         entry_builders: dict[str, tuple[Builder, str]] | None = None,
         on_commit_step: Callable[[str], None] | None = None,
     ) -> None:
-        """``entry_builders`` replaces the registered builders (used by self-tests);
+        """``entry_builders``: what refresh and check recompute (default: every builder
+        registered so far; the CLI passes `harness.catalog.golden_builders()`);
         ``on_commit_step`` is called after each file-system step of a refresh's commit (the
         kill-at-every-step self-test stops the process there)."""
         self.root = Path(root)
@@ -245,7 +239,15 @@ class GoldenStore:
         self._cache: dict[str, GoldenData] = {}
 
     def builders(self) -> dict[str, tuple[Builder, str]]:
-        return builders() if self._builders is None else dict(sorted(self._builders.items()))
+        if self._builders is not None:
+            return dict(sorted(self._builders.items()))
+        found = registered_builders()
+        if not found:
+            raise GoldenError(
+                "no golden builders are registered; pass entry_builders="
+                "harness.catalog.golden_builders() to GoldenStore"
+            )
+        return found
 
     @property
     def manifest_path(self) -> Path:
