@@ -3,6 +3,8 @@ field, raised before any file is touched (the tree hashes the same before and af
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import tempfile
@@ -13,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reliability_helpers import OLD_BUILDERS, assert_clear_error, make_store, tree_fingerprint
 
-from harness.errors import QHarnessError
+from harness.errors import EXIT_USAGE, QHarnessError
 from harness.store.golden import GoldenStore
 
 PROBES = settings(
@@ -213,3 +215,37 @@ def test_symlinked_subdirectory_cannot_lead_out_of_the_store(tmp_path: Path) -> 
     (root / "suite").symlink_to(outside)
     store = GoldenStore(root, entry_builders=OLD_BUILDERS)
     _probe(root, lambda: store.refresh(log=lambda _: None), "suite/a", "outside")
+
+
+@PROBES
+@given(name=escaping_names)
+def test_cli_refresh_of_a_hostile_manifest_is_exit_2_before_anything_is_touched(name: str) -> None:
+    """The reported probe, end to end: `golden refresh` used to delete `../../x`, exit 0."""
+    from harness.cli import main
+
+    with tempfile.TemporaryDirectory() as tmp:
+        victim = Path(tmp) / "x"
+        victim.write_text("must survive")
+        root = Path(tmp) / "a" / "golden"
+        root.mkdir(parents=True)
+        _write_manifest(root, {"format": 1, "entries": {name: {"sha256": SHA}}})
+        before = tree_fingerprint(Path(tmp))
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            status = main(["golden", "refresh", "--root", str(root)])
+        assert status == EXIT_USAGE
+        assert_clear_error(err.getvalue(), "MANIFEST.json", "entries[")
+        assert tree_fingerprint(Path(tmp)) == before
+
+
+@pytest.mark.parametrize("root", ["/", "~", "{tmp}/file", "{tmp}/notes"])
+def test_cli_refuses_roots_that_are_not_stores(tmp_path: Path, capsys, root: str) -> None:
+    from harness.cli import main
+
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("x")
+    before = tree_fingerprint(tmp_path)
+    status = main(["golden", "refresh", "--root", root.format(tmp=tmp_path), "--only", "mx_*/*"])
+    assert status == EXIT_USAGE
+    assert_clear_error(capsys.readouterr().err, "--root")
+    assert tree_fingerprint(tmp_path) == before
