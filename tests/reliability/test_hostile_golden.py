@@ -249,3 +249,16 @@ def test_cli_refuses_roots_that_are_not_stores(tmp_path: Path, capsys, root: str
     assert status == EXIT_USAGE
     assert_clear_error(capsys.readouterr().err, "--root")
     assert tree_fingerprint(tmp_path) == before
+
+
+@pytest.mark.parametrize("make", [_make_fifo, _make_directory, _make_loop])
+def test_manifest_of_the_wrong_type_is_one_clear_error(tmp_path: Path, make) -> None:
+    make_store(tmp_path)
+    manifest = tmp_path / "MANIFEST.json"
+    manifest.unlink()
+    make(manifest)
+    store = GoldenStore(tmp_path, entry_builders=OLD_BUILDERS)
+    _probe(tmp_path, lambda: store.refresh(log=lambda _: None), "MANIFEST.json")
+    problems = store.check(recompute=False)
+    assert len(problems) == 1
+    assert_clear_error(problems[0], "MANIFEST.json")
