@@ -335,6 +335,13 @@ class _Parser(argparse.ArgumentParser):
         return args, []
 
 
+def _workers(value: str) -> str:
+    """``--workers``: "auto" or a non-negative count (pytest-xdist's ``-n``)."""
+    if value == "auto" or (value.isascii() and value.isdigit()):
+        return value
+    raise argparse.ArgumentTypeError(f"{value!r} is not 'auto' or a non-negative integer")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m harness", description=(__doc__ or "").splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -343,7 +350,9 @@ def build_parser() -> argparse.ArgumentParser:
         "run", help="run all suites on this platform, write a results file", pass_through=True
     )
     p.add_argument("--out", help="results file (default reports/results-<UTC>.json)")
-    p.add_argument("--workers", default="auto", help="pytest-xdist workers, 0 for none")
+    p.add_argument(
+        "--workers", default="auto", type=_workers, help="pytest-xdist workers, 0 for none"
+    )
     p.set_defaults(func=cmd_run, pytest_args=[])
     p.epilog = "Every other argument (or all after --) goes to pytest, e.g. -k fp8_per_tensor."
 
@@ -371,7 +380,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("selftest", help="lint, type-check and run every test", pass_through=True)
-    p.add_argument("--workers", default="auto", help="pytest-xdist workers, 0 for none")
+    p.add_argument(
+        "--workers", default="auto", type=_workers, help="pytest-xdist workers, 0 for none"
+    )
     p.set_defaults(func=cmd_selftest, pytest_args=[])
     p.epilog = "Every other argument (or all after --) goes to the final pytest step."
     return parser

@@ -136,3 +136,33 @@ def test_a_run_that_selects_nothing_keeps_latest_json(tmp_path: Path, capsys) ->
     assert status == EXIT_FAILED  # pytest 5, "no tests ran", counts as a failure
     assert json.loads(latest.read_text()) == {"kept": True}
     assert "no tests ran" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("workers", ["abc", "-1", "1.5", "", "٣"])
+def test_bad_worker_counts_are_usage_errors(capsys, workers: str) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.build_parser().parse_args(["run", "--workers", workers])
+    assert info.value.code == EXIT_USAGE
+    assert "--workers" in capsys.readouterr().err
+
+
+def test_every_error_class_in_the_harness_derives_from_the_one_base() -> None:
+    """The CLI turns `QHarnessError` into one line; any other exception class defined in the
+    harness would escape as exit 3."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import harness
+    from harness.errors import QHarnessError
+
+    found = []
+    for info in pkgutil.walk_packages(harness.__path__, "harness."):
+        if info.name == "harness.__main__":  # importing it runs the CLI
+            continue
+        module = importlib.import_module(info.name)
+        for _, value in inspect.getmembers(module, inspect.isclass):
+            if issubclass(value, BaseException) and value.__module__ == info.name:
+                found.append(value)
+    assert len(found) >= 5
+    assert [c.__qualname__ for c in found if not issubclass(c, QHarnessError)] == []
