@@ -5,6 +5,7 @@ reports/latest.json."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 from pathlib import Path
@@ -124,15 +125,22 @@ def test_bad_gpu_list_stops_run_before_pytest_starts(monkeypatch, capsys) -> Non
     assert_clear_error(capsys.readouterr().err, "QHARNESS_GPUS", "'abc'")
 
 
+def _run_options() -> set[str]:
+    parser = cli.build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return set(subparsers.choices["run"]._option_string_actions)
+
+
 def test_a_run_that_selects_nothing_keeps_latest_json(tmp_path: Path, capsys) -> None:
     """Reported: `run -- -k x` handed '-k' to pytest as a path and replaced latest.json with
     an empty run. Now the arguments reach pytest, and an empty run promotes nothing."""
     latest = tmp_path / "latest.json"
     latest.write_text('{"kept": true}')
     out = tmp_path / "results.json"
-    status = cli.main(
-        ["run", "--workers", "0", "--out", str(out), "--", "-k", "no_test_is_named_this"]
-    )
+    ours = ["--workers", "0", "--out", str(out)]
+    if "--reports-dir" in _run_options():  # where latest.json lives when run has that option
+        ours += ["--reports-dir", str(tmp_path)]
+    status = cli.main(["run", *ours, "--", "-k", "no_test_is_named_this"])
     assert status == EXIT_FAILED  # pytest 5, "no tests ran", counts as a failure
     assert json.loads(latest.read_text()) == {"kept": True}
     assert "no tests ran" in capsys.readouterr().err
