@@ -27,6 +27,8 @@ from harness.errors import (
 from harness.platform.devices import gpu_list_from_environment
 from harness.plugin import pin_worker_gpu
 
+pytest_plugins = ["pytester"]
+
 
 @pytest.mark.parametrize(
     ("argv", "pytest_args", "ours"),
@@ -116,6 +118,15 @@ def test_bad_gpu_lists_are_refused(value: str) -> None:
     with pytest.raises(EnvironmentValueError):
         pin_worker_gpu(env)
     assert "CUDA_VISIBLE_DEVICES" not in env
+
+
+def test_bad_gpu_list_is_a_pytest_usage_error(pytester: pytest.Pytester, monkeypatch) -> None:
+    """Straight `pytest --qharness` (no CLI) refuses it too, before any worker starts."""
+    pytester.makepyfile(test_one="def test_one():\n    pass\n")
+    monkeypatch.setenv("QHARNESS_GPUS", "-1")
+    result = pytester.runpytest_inprocess("--qharness", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "QHARNESS_GPUS='-1'" in result.stderr.str()
 
 
 def test_bad_gpu_list_stops_run_before_pytest_starts(monkeypatch, capsys) -> None:
