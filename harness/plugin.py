@@ -27,8 +27,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harness.errors import EnvironmentValueError
-from harness.platform.devices import GPU_LIST_VARIABLE as GPU_LIST_VARIABLE  # re-exported
-from harness.platform.devices import gpu_list_from_environment
 
 if TYPE_CHECKING:
     from harness.core.checks import CheckResult
@@ -87,6 +85,7 @@ def is_active(config: pytest.Config) -> bool:
     )
 
 
+GPU_LIST_VARIABLE = "QHARNESS_GPUS"  # parsed by harness.platform.devices
 VISIBILITY_VARIABLES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 
 
@@ -96,6 +95,8 @@ def pin_worker_gpu(environ: MutableMapping[str, str]) -> str | None:
     Runs in the worker's pytest_configure, before any test touches the device, so each
     worker sees one GPU (CUDA and ROCm read the same ordinal from both variables).
     """
+    from harness.platform.devices import gpu_list_from_environment  # torch: import when asked
+
     gpus = gpu_list_from_environment(environ)  # EnvironmentValueError for abc, -1, ...
     worker = re.fullmatch(r"gw(\d+)", environ.get("PYTEST_XDIST_WORKER", ""))
     if not gpus or worker is None:
@@ -110,6 +111,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if not is_active(config):
         return
     config.pluginmanager.register(ActiveHooks(), "qharness-active")
+    from harness.platform.devices import gpu_list_from_environment
+
     try:
         if hasattr(config, "workerinput"):
             pin_worker_gpu(os.environ)
