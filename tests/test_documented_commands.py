@@ -22,7 +22,7 @@ from harness.errors import EXIT_OK
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
-COMMAND = re.compile(r"python3? -m harness(?P<args>[^`\n#]*)")
+COMMAND = re.compile(r"python3? -m harness(?![.\w])(?P<args>[^`\n#]*)")
 FENCE = re.compile(r"```(?:bash|sh|console)\n(?P<body>.*?)```", re.S)
 # Placeholders the docs use, and a real value for each.
 PLACEHOLDERS = {"<name>": "fp8_per_tensor", "OLD.json": "{baseline}"}
