@@ -146,7 +146,7 @@ def check_forward_memory(
         _checked_forward(path, layer, x, problem)
         _checked_forward(path, layer, x, problem)
     growth = reachable_bytes(layer) - before
-    budget = forward_budget(path.name, layer.scheme, problem, platform)
+    budget = forward_budget(path, layer.scheme, problem, platform)
     violations = check_forward_peak(measured.peak_bytes, budget, problem.n, problem.k)
     allowance = retention_allowance(platform)
     if measured.retained_bytes > allowance:
