@@ -65,8 +65,8 @@ def test_encode(benchmark: Any, x: torch.Tensor, name: str) -> None:
 
 TORCHAO_DTYPES = {
     "mxfp4": "float4_e2m1fn_x2",
-    "mxfp6_e2m3": "FP6_E2M3",
-    "mxfp6_e3m2": "FP6_E3M2",
+    "mxfp6_e2m3": "DTYPE_FP6_E2M3",
+    "mxfp6_e3m2": "DTYPE_FP6_E3M2",
     "mxfp8": "float8_e4m3fn",
 }
 
