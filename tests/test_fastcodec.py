@@ -109,14 +109,14 @@ def test_pack_fp4_matches_reference() -> None:
 
 
 def _amax_edges() -> torch.Tensor:
-    """amax = v x 2^k and one float32 step either side, for every finite element value v
-    (the format's max among them) and every k that keeps it a float32; plus zero, float32
-    subnormals, the float32 extremes, Inf and NaN."""
+    """amax = v x 2^k and one float32 step either side, for every k that keeps it a float32
+    and every v where a mode changes its answer: each format's max (floor/rceil/ceil), 1
+    (a power of two: ceil), and 2 - 2^-(m+1) for m = 1, 2, 3 (where "even" carries into
+    the exponent); plus zero, float32 subnormals and extremes, Inf and NaN."""
     ks = torch.arange(-160, 129, dtype=torch.float64)
-    values = torch.cat(
-        [decode(torch.arange(1 << f.bits, dtype=torch.uint8), f) for f in FORMATS.values()]
-    )
-    values = values[torch.isfinite(values) & (values > 0)].double().unique()
+    maxima = [f.max_finite for f in FORMATS.values()]
+    carries = [2.0 - 2.0 ** -(m + 1) for m in (1, 2, 3)]
+    values = torch.tensor(sorted({1.0, *maxima, *carries}), dtype=torch.float64)
     grid = (values[:, None] * torch.exp2(ks)[None, :]).reshape(-1)
     grid = grid[(grid > 0) & (grid < 3.4e38)].float()
     up = torch.nextafter(grid, torch.full_like(grid, float("inf")))
