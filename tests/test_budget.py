@@ -294,7 +294,7 @@ def test_a_weight_cache_escapes_a_single_call_measured_after_a_warm_up() -> None
     path.forward(layer, x, problem.out_dtype)  # the old procedure's warm-up
     with measure_peak(CPU) as measured:
         path.forward(layer, x, problem.out_dtype)
-    budget = forward_budget(path.name, layer.scheme, problem, CPU)
+    budget = forward_budget(path, layer.scheme, problem, CPU)  # type: ignore[arg-type]
     assert measured.peak_bytes <= budget.total < 1024 * 256 * 2
 
 
