@@ -56,6 +56,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(activates qharness)",
     )
     group.addoption(
+        "--qharness-repro",
+        metavar="DIR",
+        default=None,
+        help="write a repro bundle of each failing numeric check into DIR",
+    )
+    group.addoption(
         "--qharness-golden",
         metavar="DIR",
         default=None,
@@ -108,6 +114,22 @@ def pytest_configure(config: pytest.Config) -> None:
         pin_worker_gpu(os.environ)
     else:  # xdist workers ship reports to the controller, which records them
         config.pluginmanager.register(ResultRecorder(config), "qharness-recorder")
+        interrupt_on_sigterm()
+
+
+def interrupt_on_sigterm() -> None:
+    """Turn SIGTERM (a CI job cancelled, a runner shutting down) into Ctrl-C, so pytest ends
+    the session normally and the results of the tests that finished are written, partial."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 # ------------------------------------------------------------------------- fixtures

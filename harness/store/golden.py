@@ -30,10 +30,11 @@ from safetensors.torch import save as st_save
 
 import harness
 from harness.errors import EXIT_FAILED, QHarnessError
+from harness.store.locations import golden_root
 
 MANIFEST_NAME = "MANIFEST.json"
 MANIFEST_FORMAT = 1
-DEFAULT_ROOT = Path(__file__).resolve().parent.parent.parent / "golden"
+DEFAULT_ROOT = golden_root()  # the checkout's golden/, or the copy shipped in the wheel
 
 
 @dataclass

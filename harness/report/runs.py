@@ -1,0 +1,81 @@
+"""Load runs (run directories or results files) into frames, and add them to a history."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from harness.errors import QHarnessError
+from harness.report.frame import HISTORY_SCHEMA, benchmark_frame, records_frame, typed
+from harness.report.results import read_results
+from harness.report.rundir import RunDir, results_path, run_id_of
+from harness.store.history import HistoryStore
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    run_id: str
+    results: Path
+    frame: pd.DataFrame
+    partial: bool
+
+
+def load_run(run: Path) -> LoadedRun:
+    """A run directory or results file -> its rows (tests, then benchmarks if any).
+
+    Raises the results reader's error for a missing or malformed file."""
+    results = results_path(Path(run))
+    doc = read_results(results)
+    run_id = run_id_of(results)
+    frame = records_frame(doc, run_id)
+    bench = RunDir(results.parent).benchmark if results.name == "results.json" else None
+    if bench is not None and bench.is_file():
+        first = frame.iloc[0] if len(frame) else None
+        columns = ("created", "platform", "device", "arch", "torch_version", "partial")
+        run_columns = {"run_id": run_id}
+        if first is not None:
+            run_columns.update({c: first[c] for c in columns})
+        try:
+            frame = typed(pd.concat([frame, benchmark_frame(bench, run_columns)]))
+        except (OSError, ValueError, json.JSONDecodeError) as exc:
+            raise BenchmarkFileError(f"{bench}: unreadable benchmark JSON ({exc})") from exc
+    return LoadedRun(run_id, results, frame.reset_index(drop=True), bool(doc.get("partial")))
+
+
+class BenchmarkFileError(QHarnessError):
+    pass
+
+
+def open_history(root: Path) -> HistoryStore:
+    return HistoryStore(root, HISTORY_SCHEMA)
+
+
+@dataclass(frozen=True)
+class AddOutcome:
+    run: str
+    status: str  # "added" | "already present" | "skipped"
+    detail: str = ""
+
+
+def add_runs(history: HistoryStore, runs: list[Path]) -> list[AddOutcome]:
+    """Add each run; a corrupt or partial run is skipped with the reason, never raised."""
+    outcomes = []
+    for run in runs:
+        try:
+            loaded = load_run(run)
+        except QHarnessError as exc:
+            outcomes.append(AddOutcome(str(run), "skipped", str(exc)))
+            continue
+        if loaded.partial:
+            detail = "partial run (interrupted); its finished tests stay in its run directory"
+            outcomes.append(AddOutcome(loaded.run_id, "skipped", detail))
+            continue
+        if loaded.frame.empty:
+            outcomes.append(AddOutcome(loaded.run_id, "skipped", "no records"))
+            continue
+        added = history.add(loaded.run_id, loaded.frame)
+        outcomes.append(AddOutcome(loaded.run_id, "added" if added else "already present"))
+    return outcomes
