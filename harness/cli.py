@@ -337,6 +337,30 @@ def cmd_history(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ------------------------------------------------------------------------ repro
+def _rerunners() -> dict[str, Any]:
+    """Bundle kind -> the function that re-runs it (kinds are written by `repro_case`)."""
+    from harness.linear.repro import rerun_linear
+
+    return {"linear": rerun_linear}
+
+
+def cmd_repro(args: argparse.Namespace) -> int:
+    from harness.store.repro import ReproError, read_bundle
+
+    bundle = read_bundle(_caller_path(args.bundle))
+    kind = str(bundle.meta.get("kind"))
+    rerun = _rerunners().get(kind)
+    if rerun is None:
+        raise ReproError(f"{args.bundle}: no re-runner for bundle kind {kind!r}")
+    origin = bundle.meta.get("platform") or {}
+    print(f"case    {bundle.meta.get('nodeid')}")
+    print(f"failed  on {origin.get('device')}/{origin.get('arch')}: {bundle.meta.get('failure')}")
+    verdict = rerun(bundle, args.path)
+    print(verdict.text())
+    return EXIT_OK if verdict.ok else EXIT_FAILED
+
+
 # --------------------------------------------------------------------- selftest
 def cmd_selftest(args: argparse.Namespace) -> int:
     """Lint, type-check, golden integrity, then self-tests and suites; first failure stops it."""
@@ -423,6 +447,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="*", metavar="RUN", help="run directories or results files")
     p.add_argument("--history", default="reports/history", help="history directory")
     p.set_defaults(func=cmd_history)
+
+    p = sub.add_parser("repro", help="re-run a failing case from its repro bundle")
+    p.add_argument("bundle", help="a repro/<test>.safetensors file from a run directory")
+    p.add_argument("--path", help="run this path instead of the one that failed")
+    p.set_defaults(func=cmd_repro)
 
     p = sub.add_parser("selftest", help="lint, type-check and run every test")
     p.add_argument("--workers", default="auto", help="pytest-xdist workers, 0 for none")

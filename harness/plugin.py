@@ -162,6 +162,49 @@ def record_result(request: pytest.FixtureRequest) -> RecordResult:
     return record
 
 
+# ----------------------------------------------------------------- repro bundles
+REPRO_KEY = pytest.StashKey[dict[str, Any]]()
+
+
+@pytest.fixture
+def repro_case(request: pytest.FixtureRequest) -> Callable[..., None]:
+    """``repro_case(kind, tensor=..., ...)`` keeps this case's tensors; if the test then
+    fails and ``--qharness-repro DIR`` is set, they are written as a repro bundle
+    (`harness.store.repro`) that ``python -m harness repro`` re-runs. ``kind`` names the
+    re-runner (``linear``)."""
+    kept: dict[str, Any] = {}
+    request.node.stash[REPRO_KEY] = kept
+
+    def keep(kind: str, **tensors: Any) -> None:
+        kept["kind"] = kind
+        kept.setdefault("tensors", {}).update(tensors)
+
+    return keep
+
+
+def write_repro_bundle(item: pytest.Item, report: pytest.TestReport) -> None:
+    """On a failed call, write the kept tensors of ``item`` as a bundle (if asked for)."""
+    directory = item.config.getoption("--qharness-repro")
+    kept = item.stash.get(REPRO_KEY, None)
+    if not directory or not kept or not report.failed or report.when != "call":
+        return
+    import torch
+
+    from harness.platform.info import detect
+    from harness.store.repro import Bundle, write_bundle
+
+    props = dict(item.user_properties)
+    meta = {
+        "kind": kept["kind"],
+        "case": props.get(CASE_KEY, {}),
+        "metrics": props.get(RECORD_KEY, {}),
+        "failure": _failure_message(report),
+        "platform": detect().to_json(),
+        "versions": {"torch": torch.__version__},
+    }
+    write_bundle(Path(directory), item.nodeid, Bundle(kept["tensors"], meta))
+
+
 # ------------------------------------------------------------------ peak memory
 @pytest.fixture
 def measure_memory(qh_platform: PlatformInfo, record_result: RecordResult) -> MeasureMemory:
@@ -203,6 +246,12 @@ class ActiveHooks:
                 if callable(describe):
                     fields.update(describe())
         item.user_properties.append((CASE_KEY, fields))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        report = yield
+        write_repro_bundle(item, report)
+        return report
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         from harness.platform.info import detect

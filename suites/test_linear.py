@@ -26,6 +26,7 @@ from harness.linear.cases import (
     load_linear_case,
     quantize_cases,
 )
+from harness.linear.repro import linear_bundle_tensors
 from harness.paths import get_path
 from harness.paths.base import is_reference, output_roundings
 from harness.store.golden import GoldenError
@@ -85,6 +86,7 @@ def test_linear(
     qh_platform: Any,
     record_result: Any,
     measure_memory: Any,
+    repro_case: Any,
 ) -> None:
     scheme = get_scheme(case.scheme)
     support = get_path(case.path).supports(scheme, case.problem, qh_platform)
@@ -127,6 +129,7 @@ def test_linear(
         + rounding_bound(reference, torch.float32)
         + rounding_bound(reference, out_dtype, roundings=roundings)
     )
+    repro_case("linear", **linear_bundle_tensors(loaded.layer, loaded.x, y, reference, bound))
     vs_golden = within_bound(y, reference, bound)
     record_result(
         max_abs_err_vs_golden=vs_golden.max_abs_error, worst_error_to_bound=vs_golden.worst_ratio
