@@ -201,7 +201,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harness.platform.info import detect
     from harness.report.rundir import LATEST_JSON, create_run_dir, new_run_id, update_latest
     from harness.store.atomic import write_bytes_atomic
-    from harness.store.locations import benchmarks_dir, content_root, golden_root, suites_dir
+    from harness.store.locations import (
+        benchmarks_dir,
+        content_root,
+        golden_root,
+        is_checkout,
+        suites_dir,
+    )
 
     reports = _caller_path(args.reports_dir) if args.reports_dir else default_reports_dir()
     out = _caller_path(args.out) if args.out else None
@@ -217,6 +223,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"--qharness-golden={golden_root()}", f"--qharness-repro={run.repro}",
         "-o", "xfail_strict=true", "-q", *_xdist_workers(args.workers), *_pytest_args(args),
     ]  # fmt: skip
+    if not is_checkout():  # never write pytest's cache into an installed package
+        cmd[3:3] = ["-p", "no:cacheprovider"]
     status = _run_pytest(cmd, root)
     if args.bench and status != 2:
         bench = [
