@@ -114,22 +114,26 @@ def pytest_configure(config: pytest.Config) -> None:
         pin_worker_gpu(os.environ)
     else:  # xdist workers ship reports to the controller, which records them
         config.pluginmanager.register(ResultRecorder(config), "qharness-recorder")
-        interrupt_on_sigterm()
 
 
-def interrupt_on_sigterm() -> None:
-    """Turn SIGTERM (a CI job cancelled, a runner shutting down) into Ctrl-C, so pytest ends
-    the session normally and the results of the tests that finished are written, partial."""
+def stop_gracefully_on_signals(session: pytest.Session) -> None:
+    """SIGTERM (a CI job cancelled) or Ctrl-C: let the running test finish, then end the
+    session, so every finished test is recorded and the results file is written, marked
+    partial. A second signal interrupts at once (a hung test), as Ctrl-C always did."""
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         return
 
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
+    def stop(signum: int, frame: Any) -> None:
+        if session.shouldstop:
+            raise KeyboardInterrupt(f"signal {signum}")
+        session.shouldstop = f"signal {signum}: stopping after the running test"
 
-    signal.signal(signal.SIGTERM, interrupt)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, stop)
 
 
 # ------------------------------------------------------------------------- fixtures
@@ -317,6 +321,9 @@ class ResultRecorder:
             "duration_s": round(report.duration, 6),
             "metrics": props.get(RECORD_KEY, {}),
         }
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        stop_gracefully_on_signals(session)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         path = self.config.getoption("--qharness-results")

@@ -55,10 +55,10 @@ def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def records_frame(doc: dict[str, Any], run_id: str) -> pd.DataFrame:
-    """One row per record of a (validated) results document."""
+def run_columns(doc: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """The columns every row of one run shares."""
     platform = doc.get("platform") or {}
-    run = {
+    return {
         "run_id": run_id,
         "created": _text(doc.get("created")),
         "platform": platform_key(platform),
@@ -67,6 +67,11 @@ def records_frame(doc: dict[str, Any], run_id: str) -> pd.DataFrame:
         "torch_version": _text(platform.get("torch_version")),
         "partial": bool(doc.get("partial", False)),
     }
+
+
+def records_frame(doc: dict[str, Any], run_id: str) -> pd.DataFrame:
+    """One row per record of a (validated) results document."""
+    run = run_columns(doc, run_id)
     rows = []
     for r in doc.get("records") or []:
         metrics = r.get("metrics") or {}

@@ -44,7 +44,7 @@ def _order(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _last_run_before(history: pd.DataFrame, platform: str, run: LoadedRun) -> str | None:
     """The newest run of ``platform`` in ``history`` that is older than ``run``."""
-    created = run.frame["created"].iloc[0]
+    created = run.created
     same = history[(history["platform"] == platform) & (history["run_id"] != run.run_id)]
     same = same[same["created"] <= created]
     if same.empty:
@@ -89,17 +89,14 @@ def build_report(
     every = every.drop_duplicates(["run_id", "nodeid"], keep="last")
 
     current: dict[str, LoadedRun] = {}
-    for run in sorted(loaded, key=lambda r: (str(r.frame["created"].iloc[0]), r.run_id)):
-        if not run.frame.empty:
-            current[str(run.frame["platform"].iloc[0])] = run
-    notes = [f"{r.results}: no records" for r in loaded if r.frame.empty]
+    for run in sorted(loaded, key=lambda r: (r.created, r.run_id)):
+        current[run.platform] = run
+    notes = [f"{r.run_id}: no records" for r in loaded if r.frame.empty]
 
     regressions: list[Regression] = []
     baselines: dict[str, str | None] = {}
     for platform, run in current.items():
-        if base_run is not None and (
-            len(current) == 1 or base_run.frame["platform"].iloc[0] == platform
-        ):
+        if base_run is not None and (len(current) == 1 or base_run.platform == platform):
             old = base_run.frame
             baselines[platform] = base_run.run_id
         else:

@@ -9,9 +9,15 @@ from pathlib import Path
 import pandas as pd
 
 from harness.errors import QHarnessError
-from harness.report.frame import HISTORY_SCHEMA, benchmark_frame, records_frame, typed
+from harness.report.frame import (
+    HISTORY_SCHEMA,
+    benchmark_frame,
+    records_frame,
+    run_columns,
+    typed,
+)
 from harness.report.results import read_results
-from harness.report.rundir import RunDir, results_path, run_id_of
+from harness.report.rundir import RunDir, platform_key, results_path, run_id_of
 from harness.store.history import HistoryStore
 
 
@@ -21,6 +27,8 @@ class LoadedRun:
     results: Path
     frame: pd.DataFrame
     partial: bool
+    created: str
+    platform: str
 
 
 def load_run(run: Path) -> LoadedRun:
@@ -33,16 +41,19 @@ def load_run(run: Path) -> LoadedRun:
     frame = records_frame(doc, run_id)
     bench = RunDir(results.parent).benchmark if results.name == "results.json" else None
     if bench is not None and bench.is_file():
-        first = frame.iloc[0] if len(frame) else None
-        columns = ("created", "platform", "device", "arch", "torch_version", "partial")
-        run_columns = {"run_id": run_id}
-        if first is not None:
-            run_columns.update({c: first[c] for c in columns})
         try:
-            frame = typed(pd.concat([frame, benchmark_frame(bench, run_columns)]))
+            bench_rows = benchmark_frame(bench, run_columns(doc, run_id))
         except (OSError, ValueError, json.JSONDecodeError) as exc:
             raise BenchmarkFileError(f"{bench}: unreadable benchmark JSON ({exc})") from exc
-    return LoadedRun(run_id, results, frame.reset_index(drop=True), bool(doc.get("partial")))
+        frame = typed(pd.concat([frame, bench_rows]))
+    return LoadedRun(
+        run_id,
+        results,
+        frame.reset_index(drop=True),
+        bool(doc.get("partial")),
+        str(doc.get("created") or ""),
+        platform_key(doc.get("platform") or {}),
+    )
 
 
 class BenchmarkFileError(QHarnessError):
