@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 from harness.report.regress import NOISE_SIGMAS
 
 MAX_BENCHMARKS = 8
+MAX_TICKS = 12  # run labels on the time axis (60 labels cost seconds of drawing)
 
 
 def _png(fig: Figure) -> str:
@@ -51,8 +52,9 @@ def sqnr_over_runs(history: pd.DataFrame) -> str | None:
         for scheme, series in table.iterrows():
             ax.plot(range(len(order)), series.to_numpy(), marker="o", ms=3, label=str(scheme))
         ax.set_title(f"{platform}: median linear SQNR per scheme (dB)", fontsize=10)
-        ax.set_xticks(range(len(order)))
-        ax.set_xticklabels([r[:14] for r in order], rotation=20, ha="right", fontsize=7)
+        ticks = list(range(0, len(order), max(1, len(order) // MAX_TICKS)))
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([order[i][:14] for i in ticks], rotation=20, ha="right", fontsize=7)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, ncol=2, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.subplots_adjust(hspace=0.75)
