@@ -82,7 +82,7 @@ def cmd_platform(args: argparse.Namespace) -> int:
 
 def _print_moe_dispatch(moe: dict[str, Any]) -> None:
     """The MoE native-dispatch table: this platform's decisions, then every row."""
-    print(f"\nMoE native dispatch (table row {moe['platform_key']!r}; harness/moe_dispatch.py)")
+    print(f"\nMoE native dispatch (table row {moe['platform_key']!r}; harness/moe/dispatch.py)")
     for scheme, d in moe["schemes"].items():
         runs = "native runs here" if d["native_runs_here"] else f"not native: {d['reason']}"
         print(f"  {scheme:<32} {d['decision'] or 'NO DECISION':<28} {runs}")

@@ -26,7 +26,8 @@ FOREIGN_CONFTEST = """
 import sys
 
 def pytest_sessionfinish(session):
-    loaded = session.config.pluginmanager.has_plugin("qharness")
+    manager = session.config.pluginmanager
+    loaded = manager.has_plugin("qharness") or manager.has_plugin("harness.plugin")
     with open("facts.txt", "w") as f:
         f.write(f"loaded={loaded} torch={'torch' in sys.modules}")
 """
@@ -54,7 +55,8 @@ def test_inert_in_a_project_that_did_not_ask(pytester: pytest.Pytester) -> None:
     # pytest itself lists installed plugins ("plugins: ..., qharness-0.1.0"); nothing else.
     ours = [line for line in result.outlines if "qharness" in line and "plugins:" not in line]
     assert not ours, f"the inert plugin printed: {ours}"
-    assert "<properties>" not in junit and "qharness" not in junit
+    assert "<properties>" not in junit
+    assert "qharness" not in junit
 
 
 @pytest.mark.parametrize(
@@ -63,6 +65,7 @@ def test_inert_in_a_project_that_did_not_ask(pytester: pytest.Pytester) -> None:
         pytest.param("[pytest]\nqharness = true\n", (), id="ini"),
         pytest.param("[pytest]\n", ("--qharness",), id="flag"),
         pytest.param("[pytest]\n", ("--qharness-results=results.json",), id="results"),
+        pytest.param("[pytest]\n", ("-p", "qharness"), id="p-entry-point"),
     ],
 )
 def test_active_when_asked(pytester: pytest.Pytester, ini: str, args: tuple[str, ...]) -> None:
@@ -70,8 +73,19 @@ def test_active_when_asked(pytester: pytest.Pytester, ini: str, args: tuple[str,
     result, junit, _ = _run(pytester, *args)
     text = result.stdout.str()
     assert "qharness: platform" in text  # the header
-    assert "qharness: skips by reason" in text and "a reason of the foreign project" in text
+    assert "qharness: skips by reason" in text
+    assert "a reason of the foreign project" in text
     assert 'name="qharness_case"' in junit  # case fields travel with every report
+
+
+def test_active_when_loaded_by_name_without_autoload(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    _foreign_project(pytester)
+    result, _, facts = _run(pytester, "-p", "harness.plugin")
+    assert "qharness: platform" in result.stdout.str()
+    assert "loaded=True" in facts
 
 
 def test_record_result_opts_a_test_in(pytester: pytest.Pytester) -> None:

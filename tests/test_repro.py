@@ -46,11 +46,12 @@ def test_failing_case_bundle_reproduces_its_failure(tmp_path: Path) -> None:
 
     again = _run(tmp_path, "-m", "harness", "repro", str(bundle))
     assert again.returncode == 1, again.stdout + again.stderr
-    assert "FAIL: vendor_nobias vs golden reference" in again.stdout
+    assert "FAIL: path vendor_nobias" in again.stdout
+    assert "vs_golden          fail: vendor_nobias vs golden reference" in again.stdout
     assert "identical to the bundle's" in again.stdout
     fixed = _run(tmp_path, "-m", "harness", "repro", str(bundle), "--path", "emulated")
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    assert "PASS: emulated" in fixed.stdout
+    assert "PASS: path emulated" in fixed.stdout
 
 
 def test_passing_tests_write_no_bundle(tmp_path: Path) -> None:
