@@ -197,6 +197,16 @@ def _pytest_args(args: argparse.Namespace) -> list[str]:
     return extra[1:] if extra[:1] == ["--"] else extra
 
 
+def _selection(pytest_args: list[str]) -> list[str]:
+    """The ``-k EXPR`` of the suites' arguments, which also selects the benchmarks."""
+    for i, arg in enumerate(pytest_args):
+        if arg == "-k" and i + 1 < len(pytest_args):
+            return ["-k", pytest_args[i + 1]]
+        if arg.startswith("-k") and len(arg) > 2:
+            return ["-k", arg[2:]]
+    return []
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from harness.platform.info import detect
     from harness.report.rundir import LATEST_JSON, create_run_dir, new_run_id, update_latest
@@ -230,8 +240,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         bench = [
             sys.executable, "-m", "pytest", str(benchmarks_dir()), f"--rootdir={root}",
             "-p", "no:xdist", "--benchmark-only", f"--benchmark-json={run.benchmark}", "-q",
+            *_selection(_pytest_args(args)),
         ]  # fmt: skip
         bench_status = _run_pytest(bench, root)
+        if run.benchmark.is_file() and run.benchmark.stat().st_size == 0:
+            run.benchmark.unlink()  # pytest-benchmark leaves an empty file when none ran
         if bench_status not in (0, 5):
             print(f"benchmarks failed (pytest exit {bench_status})", file=sys.stderr)
             status = status or bench_status

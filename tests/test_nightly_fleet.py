@@ -14,6 +14,8 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,8 @@ import pytest
 from harness.report.nightly import build_report
 from harness.report.runs import open_history
 
-SUBSET = "test_linear and fp8_per_tensor and not fnuz and 1x16x256"
+# The suites' linear cases of one shape, and (with --bench) the same scheme's benchmarks.
+SUBSET = "test_linear and fp8_per_tensor and not fnuz and (1x16x256 or forward)"
 NATIVE = "suites/test_linear.py::test_linear[fp8_per_tensor-native-1x16x256-bias-bf16]"
 EMULATED = "suites/test_linear.py::test_linear[fp8_per_tensor-emulated-1x16x256-bias-bf16]"
 OTHER_NATIVE = "suites/test_linear.py::test_linear[fp8_per_tensor-native-1x16x256-nobias-fp16]"
@@ -55,16 +58,25 @@ def _copy_run(source: Path, reports: Path, run_id: str, edit: Any) -> Path:
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from tests.conftest import run_cli
 
     reports = tmp_path_factory.mktemp("fleet") / "reports"
     runs = []
-    for _ in range(2):
-        done = run_cli("run", "--reports-dir", str(reports), "--workers", "0", "--", "-k", SUBSET)
+    for extra in (["--bench"], ["--out", "copy/results.json"]):
+        cmd = [sys.executable, "-m", "harness", "run", "--reports-dir", str(reports), *extra]
+        done = subprocess.run(
+            [*cmd, "--workers", "0", "--", "-k", SUBSET],
+            cwd=reports.parent,  # relative paths are the caller's
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         runs.append((reports / "latest").resolve())
     first, second = runs
     assert first != second
+    assert json.loads((first / "benchmark.json").read_text())["benchmarks"]
+    copy = reports.parent / "copy" / "results.json"
+    assert copy.read_bytes() == (second / "results.json").read_bytes()
 
     def doctor(doc: dict[str, Any]) -> None:
         doc["created"] = _later(doc["created"], 60)
@@ -145,7 +157,7 @@ def test_report_flags_exactly_the_doctored_regressions(
     done = run_cli("report", *args, "--summary", str(summary), "--fail-on-regression")
     assert done.returncode == 1, done.stderr
     page = html.read_text()
-    assert page.count("data:image/png;base64,") >= 2
+    assert page.count("data:image/png;base64,") == 3  # SQNR, peak memory, benchmarks
     assert "<script>" not in page
     assert "&lt;script&gt;" in page
     text = summary.read_text()
@@ -156,6 +168,16 @@ def test_report_flags_exactly_the_doctored_regressions(
         "report", *map(str, fleet["gpus"]), "--history", str(history), "--fail-on-regression"
     )
     assert ok.returncode == 0, ok.stderr
+
+
+def test_run_refuses_to_write_its_own_latest_json(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    reports = tmp_path / "reports"
+    done = run_cli("run", "--reports-dir", str(reports), "--out", str(reports / "latest.json"))
+    assert done.returncode == 2
+    assert "keeps" in done.stderr
+    assert not (reports / "latest.json").exists()
 
 
 def test_report_refuses_to_overwrite_a_results_file(fleet: dict[str, Any]) -> None:

@@ -92,6 +92,7 @@ def build_report(
     for run in sorted(loaded, key=lambda r: (r.created, r.run_id)):
         current[run.platform] = run
     notes = [f"{r.run_id}: no records" for r in loaded if r.frame.empty]
+    notes += [note for r in loaded for note in r.notes]
 
     regressions: list[Regression] = []
     baselines: dict[str, str | None] = {}

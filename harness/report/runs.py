@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +28,7 @@ class LoadedRun:
     partial: bool
     created: str
     platform: str
+    notes: tuple[str, ...] = ()  # problems that did not stop the run from loading
 
 
 def load_run(run: Path) -> LoadedRun:
@@ -40,12 +40,13 @@ def load_run(run: Path) -> LoadedRun:
     run_id = run_id_of(results)
     frame = records_frame(doc, run_id)
     bench = RunDir(results.parent).benchmark if results.name == "results.json" else None
+    notes: list[str] = []
     if bench is not None and bench.is_file():
         try:
             bench_rows = benchmark_frame(bench, run_columns(doc, run_id))
-        except (OSError, ValueError, json.JSONDecodeError) as exc:
-            raise BenchmarkFileError(f"{bench}: unreadable benchmark JSON ({exc})") from exc
-        frame = typed(pd.concat([frame, bench_rows]))
+            frame = typed(pd.concat([frame, bench_rows]))
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            notes.append(f"{bench}: benchmark JSON left out, unreadable ({exc})")
     return LoadedRun(
         run_id,
         results,
@@ -53,11 +54,8 @@ def load_run(run: Path) -> LoadedRun:
         bool(doc.get("partial")),
         str(doc.get("created") or ""),
         platform_key(doc.get("platform") or {}),
+        tuple(notes),
     )
-
-
-class BenchmarkFileError(QHarnessError):
-    pass
 
 
 def open_history(root: Path) -> HistoryStore:
