@@ -19,6 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from harness.report.regress import NOISE_SIGMAS
 
@@ -79,14 +80,16 @@ def benchmark_times(history: pd.DataFrame) -> str | None:
     rows = history[history["bench_mean_s"].notna()]
     if rows.empty:
         return None
-    names = rows.groupby("nodeid")["bench_mean_s"].mean().nlargest(MAX_BENCHMARKS).index
+    slowest = rows.groupby(["platform", "nodeid"])["bench_mean_s"].mean().nlargest(MAX_BENCHMARKS)
     fig, ax = plt.subplots(figsize=(10, 4))
-    for name in names:
-        mine = rows[rows["nodeid"] == name].sort_values(["created", "run_id"])
+    for platform, name in slowest.index:
+        mine = rows[(rows["platform"] == platform) & (rows["nodeid"] == name)]
+        mine = mine.sort_values(["created", "run_id"])
         x = range(len(mine))
         means = mine["bench_mean_s"].to_numpy() * 1e3
         centre, spread = means.mean(), means.std()
-        line = ax.plot(x, means, marker="o", ms=3, label=str(name).rsplit("::", 1)[-1][:60])[0]
+        label = f"{platform}: {str(name).rsplit('::', 1)[-1][:60]}"
+        line = ax.plot(x, means, marker="o", ms=3, label=label)[0]
         ax.fill_between(
             x,
             centre - NOISE_SIGMAS * spread,
@@ -94,6 +97,9 @@ def benchmark_times(history: pd.DataFrame) -> str | None:
             color=line.get_color(),
             alpha=0.12,
         )
+    longest = int(rows.groupby(["platform", "nodeid"]).size().max())
+    ax.set_xlim(-0.5, max(longest, 2) - 0.5)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("mean time (ms)")
     ax.set_xlabel("run (oldest to newest)")
     ax.set_title(f"benchmarks with their noise band (mean ± {NOISE_SIGMAS:g} std)", fontsize=10)
