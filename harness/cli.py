@@ -29,7 +29,7 @@ def _print_json(obj: Any) -> None:
 # --------------------------------------------------------------------- platform
 def platform_report() -> dict[str, Any]:
     """Platform, probed capabilities vs expectations, and the native support matrix."""
-    from harness.linear.matrix import support_matrix
+    from harness.linear.matrix import linear_dispatch_report, support_matrix
     from harness.moe.dispatch_report import moe_dispatch_report
     from harness.platform.capabilities import capabilities, expected
     from harness.platform.info import detect
@@ -45,6 +45,7 @@ def platform_report() -> dict[str, Any]:
         },
         "expected_missing": sorted(n for n in exp if not caps[n].available),
         "support": support_matrix(info),
+        "linear_dispatch": linear_dispatch_report(info),
         "moe_dispatch": moe_dispatch_report(info),
     }
 
@@ -76,6 +77,8 @@ def cmd_platform(args: argparse.Namespace) -> int:
         for path, s in paths.items():
             if not s["supported"]:
                 print(f"      {path}: {s['reason']}")
+    for problem in report["linear_dispatch"]["problems"]:
+        print(f"  LINEAR TABLE PROBLEM: {problem}")
     _print_moe_dispatch(report["moe_dispatch"])
     return EXIT_OK
 
