@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -205,8 +206,9 @@ def _selection(pytest_args: list[str]) -> list[str]:
     for i, arg in enumerate(pytest_args):
         if arg == "-k" and i + 1 < len(pytest_args):
             return ["-k", pytest_args[i + 1]]
-        if arg.startswith("-k") and len(arg) > 2:
-            return ["-k", arg[2:]]
+        joined = re.fullmatch(r"-k(.+)", arg)  # pytest also takes -kEXPR
+        if joined:
+            return ["-k", joined[1]]
     return []
 
 
