@@ -193,13 +193,26 @@ def default_reports_dir() -> Path:
     return CHECKOUT_ROOT / "reports" if is_checkout() else Path.cwd() / "reports"
 
 
+INHERITED_PYTEST_VARIABLES = frozenset(
+    {
+        "PYTEST_XDIST_WORKER",
+        "PYTEST_XDIST_WORKER_COUNT",
+        "PYTEST_XDIST_TESTRUNUID",
+        "PYTEST_CURRENT_TEST",
+    }
+)
+
+
 def _run_pytest(cmd: list[str], cwd: Path) -> int:
     """Run pytest as a child; SIGTERM to us is passed on, so the child ends its session and
     writes what finished (partial). Ctrl-C reaches the child through the terminal."""
     import signal
 
     print("+ " + " ".join(cmd), flush=True)
-    child = subprocess.Popen(cmd, cwd=cwd)
+    # A pytest session of our own: nothing of an enclosing one (an xdist worker's identity
+    # would switch pytest-benchmark off) is inherited.
+    env = {k: v for k, v in os.environ.items() if k not in INHERITED_PYTEST_VARIABLES}
+    child = subprocess.Popen(cmd, cwd=cwd, env=env)
 
     def forward(signum: int, frame: Any) -> None:
         child.send_signal(signum)
@@ -261,6 +274,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not is_checkout():  # never write pytest's cache into an installed package
         cmd[3:3] = ["-p", "no:cacheprovider"]
     status = _run_pytest(cmd, root)
+    bench_failed = False
     if args.bench and status in (0, 1):
         bench = [
             sys.executable, "-m", "pytest", str(benchmarks_dir()), f"--rootdir={root}",
@@ -272,7 +286,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             run.benchmark.unlink()  # pytest-benchmark leaves an empty file when none ran
         if bench_status not in (0, 5):
             print(f"benchmarks failed (pytest exit {bench_status})", file=sys.stderr)
-            status = status or bench_status
+            bench_failed = True
     print(f"run directory: {run.path}")
     if run.results.exists() and _promotes_to_latest(status, run.results):
         write_run_reports(run)
@@ -287,6 +301,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"no results recorded: {reports / 'latest'} left as it was", file=sys.stderr)
     if status == 5:
         print("no tests ran: treating as a failure", file=sys.stderr)
+        return EXIT_FAILED
+    if bench_failed and status == 0:
         return EXIT_FAILED
     return exit_for_pytest(status)
 
