@@ -120,7 +120,7 @@ def linear_inputs(scheme_name: str, shape: tuple[int, int, int]) -> dict[str, to
     """Seeded x [M,K], w [N,K] and bias [N] for one scheme and shape (bf16 values)."""
     scheme = get_scheme(scheme_name)
     m, n, k = shape
-    base = f"{golden_entry(scheme_name)}/{shape_id(shape)}"
+    base = f"{golden_entry(scheme.input_seed_name)}/{shape_id(shape)}"  # modes share inputs
     x = scaled_normal(f"{base}/x", m, k, scheme.activation)
     w = _normalize_output(x, scaled_normal(f"{base}/w", n, k, scheme.weight))
     return {"x": x, "w": w, "bias": bias_vector(f"{base}/bias", n)}
