@@ -9,10 +9,9 @@ stderr; never a traceback (set QHARNESS_TRACEBACK=1 to see one for an internal e
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import os
-import shutil
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -29,6 +28,7 @@ from harness.errors import (
     UnsafePathError,
     UsageError,
 )
+from harness.store.locations import golden_root as shipped_golden_root
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 __all__ = [
@@ -181,32 +181,143 @@ def _xdist_workers(requested: str) -> list[str]:
     return ["-n", requested, "-p", "no:benchmark"]
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = Path(args.out) if args.out else REPO_ROOT / "reports" / f"results-{stamp}.json"
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        str(REPO_ROOT / "suites"),
-        f"--rootdir={REPO_ROOT}",
-        f"--qharness-results={out}",
-        "-q",
-        *_xdist_workers(args.workers),
-        *args.pytest_args,
-    ]
+def _caller_path(value: str) -> Path:
+    """A path from the command line, relative to the caller's working directory."""
+    return (Path.cwd() / Path(value).expanduser()).resolve()
+
+
+def default_reports_dir() -> Path:
+    """``reports/`` of the checkout, or ``./reports`` when running from an installed wheel."""
+    from harness.store.locations import CHECKOUT_ROOT, is_checkout
+
+    return CHECKOUT_ROOT / "reports" if is_checkout() else Path.cwd() / "reports"
+
+
+INHERITED_PYTEST_VARIABLES = frozenset(
+    {
+        "PYTEST_XDIST_WORKER",
+        "PYTEST_XDIST_WORKER_COUNT",
+        "PYTEST_XDIST_TESTRUNUID",
+        "PYTEST_CURRENT_TEST",
+    }
+)
+
+
+def _run_pytest(cmd: list[str], cwd: Path) -> int:
+    """Run pytest as a child; SIGTERM to us is passed on, so the child ends its session and
+    writes what finished (partial). Ctrl-C reaches the child through the terminal."""
+    import signal
+
     print("+ " + " ".join(cmd), flush=True)
-    status = subprocess.call(cmd, cwd=REPO_ROOT)
-    if out.exists() and _promotes_to_latest(status, out):
-        latest = out.parent / "latest.json"
-        shutil.copyfile(out, latest)
+    # A pytest session of our own: nothing of an enclosing one (an xdist worker's identity
+    # would switch pytest-benchmark off) is inherited.
+    env = {k: v for k, v in os.environ.items() if k not in INHERITED_PYTEST_VARIABLES}
+    child = subprocess.Popen(cmd, cwd=cwd, env=env)
+
+    def forward(signum: int, frame: Any) -> None:
+        child.send_signal(signum)
+
+    previous = signal.signal(signal.SIGTERM, forward)
+    try:
+        while True:
+            try:
+                return child.wait()
+            except KeyboardInterrupt:
+                continue  # the child got the same Ctrl-C; wait for it to write its results
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _pytest_args(args: argparse.Namespace) -> list[str]:
+    """Extra pytest arguments, without the ``--`` that may separate them from ours."""
+    extra = list(getattr(args, "pytest_args", None) or [])
+    return extra[1:] if extra[:1] == ["--"] else extra
+
+
+def _selection(pytest_args: list[str]) -> list[str]:
+    """The ``-k EXPR`` of the suites' arguments, which also selects the benchmarks."""
+    for i, arg in enumerate(pytest_args):
+        if arg == "-k" and i + 1 < len(pytest_args):
+            return ["-k", pytest_args[i + 1]]
+        joined = re.fullmatch(r"-k(.+)", arg)  # pytest also takes -kEXPR
+        if joined:
+            return ["-k", joined[1]]
+    return []
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness.platform.info import detect
+    from harness.report.rundir import LATEST_JSON, create_run_dir, new_run_id, update_latest
+    from harness.store.atomic import write_bytes_atomic
+    from harness.store.locations import (
+        benchmarks_dir,
+        content_root,
+        golden_root,
+        is_checkout,
+        suites_dir,
+    )
+
+    reports = _caller_path(args.reports_dir) if args.reports_dir else default_reports_dir()
+    out = _caller_path(args.out) if args.out else None
+    if out is not None and out == (reports / LATEST_JSON).resolve():
+        raise UsageError(f"--out {args.out}: `run` keeps {out} itself; name another file")
+    if out is not None and out.is_dir():
+        raise UsageError(f"--out {args.out} is a directory; give a file name")
+    run = create_run_dir(reports, new_run_id(detect().to_json()))
+    root = content_root()
+    cmd = [
+        sys.executable, "-m", "pytest", str(suites_dir()), f"--rootdir={root}",
+        f"--qharness-results={run.results}", f"--junitxml={run.junit}",
+        f"--qharness-golden={golden_root()}", f"--qharness-repro={run.repro}",
+        "-o", "xfail_strict=true", "-q", *_xdist_workers(args.workers), *_pytest_args(args),
+    ]  # fmt: skip
+    if not is_checkout():  # never write pytest's cache into an installed package
+        cmd[3:3] = ["-p", "no:cacheprovider"]
+    status = _run_pytest(cmd, root)
+    bench_failed = False
+    if args.bench and status in (0, 1):
+        bench = [
+            sys.executable, "-m", "pytest", str(benchmarks_dir()), f"--rootdir={root}",
+            "-p", "no:xdist", "--benchmark-only", f"--benchmark-json={run.benchmark}", "-q",
+            *_selection(_pytest_args(args)),
+        ]  # fmt: skip
+        bench_status = _run_pytest(bench, root)
+        if run.benchmark.is_file() and run.benchmark.stat().st_size == 0:
+            run.benchmark.unlink()  # pytest-benchmark leaves an empty file when none ran
+        if bench_status not in (0, 5):
+            print(f"benchmarks failed (pytest exit {bench_status})", file=sys.stderr)
+            bench_failed = True
+    print(f"run directory: {run.path}")
+    if run.results.exists() and _promotes_to_latest(status, run.results):
+        write_run_reports(run)
+        update_latest(reports, run)
+        if out is not None:
+            write_bytes_atomic(out, run.results.read_bytes())
+            print(f"results also written to {out}")
         from harness.report.render import render_report
 
-        print(render_report(out, baseline=None, max_rows=40))
+        print(render_report(run.results, baseline=None, max_rows=40))
+    elif status != 2:
+        print(f"no results recorded: {reports / 'latest'} left as it was", file=sys.stderr)
     if status == 5:
         print("no tests ran: treating as a failure", file=sys.stderr)
         return EXIT_FAILED
+    if bench_failed and status == 0:
+        return EXIT_FAILED
     return exit_for_pytest(status)
+
+
+def write_run_reports(run: Any, history: Path | None = None) -> None:
+    """summary.md and report.html of one run directory (vs its history when given)."""
+    from harness.report.html_page import render_html
+    from harness.report.markdown import summary_markdown
+    from harness.report.nightly import build_report
+    from harness.report.runs import open_history
+    from harness.store.atomic import write_text_atomic
+
+    report = build_report([run.path], open_history(history) if history else None)
+    write_text_atomic(run.summary, summary_markdown(report))
+    write_text_atomic(run.html, render_html(report, run.html))
 
 
 # pytest's exit statuses (pytest.ExitCode) and this CLI's: pytest's 2-4 would otherwise collide
@@ -246,22 +357,108 @@ def _golden_root(root: str) -> Path:
 
 
 # ----------------------------------------------------------------------- report
-def cmd_report(args: argparse.Namespace) -> int:
-    from harness.report.render import regressions, render_report
-    from harness.report.results import ResultsError
+def _report_inputs(args: argparse.Namespace) -> list[Path]:
+    """The runs to report: RUN arguments, else --results, else reports/latest."""
+    from harness.report.rundir import resolve_latest
 
-    results = Path(args.results) if args.results else REPO_ROOT / "reports" / "latest.json"
-    try:
-        text = render_report(results, baseline=args.baseline)
-        found = regressions(results, args.baseline) if args.baseline else []
-    except ResultsError as exc:
-        raise UsageError(str(exc)) from exc
-    if args.out:
-        Path(args.out).write_text(text)
-        print(f"report written to {args.out}")
+    if args.runs:
+        return [_caller_path(r) for r in args.runs]
+    if args.results:
+        return [_caller_path(args.results)]
+    reports = default_reports_dir()
+    latest = resolve_latest(reports)
+    if latest is not None and latest.results.is_file():
+        return [latest.results]
+    return [reports / "latest.json"]
+
+
+def _refuse_results_target(path: Path, what: str) -> None:
+    """Never overwrite a results file (or anything JSON) with a report."""
+    if path.suffix.lower() == ".json" or path.name == "results.json":
+        raise UsageError(f"{what} {path}: refusing to write a report over a JSON file")
+    if path.is_dir():
+        raise UsageError(f"{what} {path} is a directory; give a file name")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from harness.report.html_page import render_html
+    from harness.report.markdown import full_markdown, summary_markdown
+    from harness.report.nightly import build_report
+    from harness.report.render import render_report
+    from harness.report.runs import open_history
+    from harness.store.atomic import write_text_atomic
+
+    runs = _report_inputs(args)
+    baseline = _caller_path(args.baseline) if args.baseline else None
+    out = _caller_path(args.out) if args.out else None
+    html_out = _caller_path(args.html) if args.html else None
+    summary_out = _caller_path(args.summary) if args.summary else None
+    for path, what in ((out, "--out"), (html_out, "--html"), (summary_out, "--summary")):
+        if path is not None:
+            _refuse_results_target(path, what)
+    history = open_history(_caller_path(args.history)) if args.history else None
+    report = build_report(runs, history, baseline)
+    legacy = len(runs) == 1 and not args.runs and history is None
+    text = render_report(runs[0], baseline=baseline) if legacy else full_markdown(report)
+    if out is not None:
+        write_text_atomic(out, text)
+        print(f"report written to {out}")
     else:
         print(text)
-    return EXIT_FAILED if found and args.fail_on_regression else EXIT_OK
+    if html_out is not None:
+        write_text_atomic(html_out, render_html(report, html_out))
+        print(f"html report written to {html_out}")
+    if summary_out is not None:
+        link = os.path.relpath(html_out, summary_out.parent) if html_out else None
+        write_text_atomic(summary_out, summary_markdown(report, link))
+        print(f"summary written to {summary_out}")
+    if report.regressions and args.fail_on_regression:
+        print(f"{len(report.regressions)} regression(s)", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------- history
+def cmd_history(args: argparse.Namespace) -> int:
+    from harness.report.runs import add_runs, open_history
+
+    history = open_history(_caller_path(args.history))
+    if args.action == "list":
+        for run_id in history.run_ids():
+            print(run_id)
+        return EXIT_OK
+    if not args.runs:
+        raise UsageError("history add: name at least one run directory or results file")
+    for outcome in add_runs(history, [_caller_path(r) for r in args.runs]):
+        detail = f": {outcome.detail}" if outcome.detail else ""
+        stream = sys.stderr if outcome.status == "skipped" else sys.stdout
+        print(f"{outcome.run}: {outcome.status}{detail}", file=stream)
+    print(f"history {history.root}: {len(history.run_ids())} run(s)")
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------ repro
+def _rerunners() -> dict[str, Any]:
+    """Bundle kind -> the function that re-runs it (kinds are written by `repro_case`)."""
+    from harness.linear.repro import rerun_linear
+
+    return {"linear": rerun_linear}
+
+
+def cmd_repro(args: argparse.Namespace) -> int:
+    from harness.store.repro import ReproError, read_bundle
+
+    bundle = read_bundle(_caller_path(args.bundle))
+    kind = str(bundle.meta.get("kind"))
+    rerun = _rerunners().get(kind)
+    if rerun is None:
+        raise ReproError(f"{args.bundle}: no re-runner for bundle kind {kind!r}")
+    origin = bundle.meta.get("platform") or {}
+    print(f"case    {bundle.meta.get('nodeid')}")
+    print(f"failed  on {origin.get('device')}/{origin.get('arch')}: {bundle.meta.get('failure')}")
+    verdict = rerun(bundle, args.path)
+    print(verdict.text())
+    return EXIT_OK if verdict.ok else EXIT_FAILED
 
 
 # --------------------------------------------------------------------- selftest
@@ -350,9 +547,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser(
-        "run", help="run all suites on this platform, write a results file", pass_through=True
+        "run", help="run all suites on this platform into reports/<run-id>/", pass_through=True
     )
-    p.add_argument("--out", help="results file (default reports/results-<UTC>.json)")
+    p.add_argument("--out", help="also write the results file here")
+    p.add_argument(
+        "--reports-dir",
+        help="where run directories go (default: the checkout's reports/, or ./reports "
+        "when installed)",
+    )
+    p.add_argument("--bench", action="store_true", help="then run the benchmarks, serially")
     p.add_argument(
         "--workers", default="auto", type=_workers, help="pytest-xdist workers, 0 for none"
     )
@@ -371,16 +574,31 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("golden", help="refresh or check the golden store")
     p.add_argument("action", choices=["refresh", "check"])
     p.add_argument("--only", help="glob over entry names, e.g. 'linear/fp8_*'")
-    p.add_argument("--root", default=str(REPO_ROOT / "golden"), help="golden store directory")
+    p.add_argument("--root", default=str(shipped_golden_root()), help="golden store directory")
     p.add_argument("--no-recompute", action="store_true", help="check: integrity only")
     p.set_defaults(func=cmd_golden)
 
-    p = sub.add_parser("report", help="summarize a results file, compare with a baseline")
-    p.add_argument("--results", help="results file (default reports/latest.json)")
-    p.add_argument("--baseline", help="an earlier results file to compare against")
+    p = sub.add_parser("report", help="merge runs into one report; regressions vs history")
+    p.add_argument("runs", nargs="*", metavar="RUN", help="run directories or results files")
+    p.add_argument("--results", help="results file (default reports/latest)")
+    p.add_argument("--history", help="history directory (`history add`) for baselines and plots")
+    p.add_argument("--baseline", help="an earlier run (directory or results file) to compare with")
     p.add_argument("--out", help="write the markdown report here instead of stdout")
+    p.add_argument("--html", help="write the self-contained HTML page here")
+    p.add_argument("--summary", help="write the short CI summary (Markdown) here")
     p.add_argument("--fail-on-regression", action="store_true", help="exit 1 on regressions")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("history", help="the history store of runs (Parquet, one run per part)")
+    p.add_argument("action", choices=["add", "list"])
+    p.add_argument("runs", nargs="*", metavar="RUN", help="run directories or results files")
+    p.add_argument("--history", default="reports/history", help="history directory")
+    p.set_defaults(func=cmd_history)
+
+    p = sub.add_parser("repro", help="re-run a failing case from its repro bundle")
+    p.add_argument("bundle", help="a repro/<test>.safetensors file from a run directory")
+    p.add_argument("--path", help="run this path instead of the one that failed")
+    p.set_defaults(func=cmd_repro)
 
     p = sub.add_parser("selftest", help="lint, type-check and run every test", pass_through=True)
     p.add_argument(

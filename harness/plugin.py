@@ -61,6 +61,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(activates qharness)",
     )
     group.addoption(
+        "--qharness-repro",
+        metavar="DIR",
+        default=None,
+        help="write a repro bundle of each failing numeric check into DIR",
+    )
+    group.addoption(
         "--qharness-golden",
         metavar="DIR",
         default=None,
@@ -124,6 +130,26 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(ResultRecorder(config), "qharness-recorder")
 
 
+def stop_gracefully_on_signals(session: pytest.Session) -> None:
+    """SIGTERM (a CI job cancelled) or Ctrl-C: let the running test finish, then end the
+    session, so every finished test is recorded and the results file is written, marked
+    partial. A second signal interrupts at once (a hung test), as Ctrl-C always did."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        if session.shouldstop:
+            raise KeyboardInterrupt(f"signal {signum}")
+        session.shouldstop = f"signal {signum}: stopping after the running test"
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, stop)
+
+
 # ------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="session")
 def qh_platform() -> PlatformInfo:
@@ -152,6 +178,49 @@ def record_result(request: pytest.FixtureRequest) -> RecordResult:
         metrics.update(values)
 
     return record
+
+
+# ----------------------------------------------------------------- repro bundles
+REPRO_KEY = pytest.StashKey[dict[str, Any]]()
+
+
+@pytest.fixture
+def repro_case(request: pytest.FixtureRequest) -> Callable[..., None]:
+    """``repro_case(kind, tensor=..., ...)`` keeps this case's tensors; if the test then
+    fails and ``--qharness-repro DIR`` is set, they are written as a repro bundle
+    (`harness.store.repro`) that ``python -m harness repro`` re-runs. ``kind`` names the
+    re-runner (``linear``)."""
+    kept: dict[str, Any] = {}
+    request.node.stash[REPRO_KEY] = kept
+
+    def keep(kind: str, **tensors: Any) -> None:
+        kept["kind"] = kind
+        kept.setdefault("tensors", {}).update(tensors)
+
+    return keep
+
+
+def write_repro_bundle(item: pytest.Item, report: pytest.TestReport) -> None:
+    """On a failed call, write the kept tensors of ``item`` as a bundle (if asked for)."""
+    directory = item.config.getoption("--qharness-repro")
+    kept = item.stash.get(REPRO_KEY, None)
+    if not directory or not kept or not report.failed or report.when != "call":
+        return
+    import torch
+
+    from harness.platform.info import detect
+    from harness.store.repro import Bundle, write_bundle
+
+    props = dict(item.user_properties)
+    meta = {
+        "kind": kept["kind"],
+        "case": props.get(CASE_KEY, {}),
+        "metrics": props.get(RECORD_KEY, {}),
+        "failure": _failure_message(report),
+        "platform": detect().to_json(),
+        "versions": {"torch": torch.__version__},
+    }
+    write_bundle(Path(directory), item.nodeid, Bundle(kept["tensors"], meta))
 
 
 @pytest.fixture
@@ -222,6 +291,12 @@ class ActiveHooks:
                     fields.update(describe())
         item.user_properties.append((CASE_KEY, fields))
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        report = yield
+        write_repro_bundle(item, report)
+        return report
+
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         from harness.platform.info import detect
 
@@ -286,6 +361,9 @@ class ResultRecorder:
             "duration_s": round(report.duration, 6),
             "metrics": props.get(RECORD_KEY, {}),
         }
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        stop_gracefully_on_signals(session)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         path = self.config.getoption("--qharness-results")

@@ -18,6 +18,7 @@ from harness.linear.cases import (
     quantize_cases,
 )
 from harness.linear.checks import expected_output, linear_checks
+from harness.linear.repro import linear_bundle_tensors
 from harness.paths import get_path
 from harness.paths.base import is_reference, output_roundings
 from harness.store.golden import GoldenError
@@ -77,6 +78,7 @@ def test_linear(
     qh_platform: Any,
     record_checks: Any,
     measure_memory: Any,
+    repro_case: Any,
 ) -> None:
     """Every check of `harness.linear.checks.LINEAR_CHECKS`, each evaluated and recorded."""
     scheme = get_scheme(case.scheme)
@@ -98,4 +100,5 @@ def test_linear(
         y_emulated = get_path("emulated").forward(layer, x, out_dtype).cpu()
     roundings = output_roundings(path, scheme, case.problem)
     expected = expected_output(loaded, scheme, case.bias, out_dtype, roundings)
+    repro_case("linear", **linear_bundle_tensors(loaded.layer, loaded.x, y, expected))
     record_checks(linear_checks(y, y_emulated, expected, case.path))

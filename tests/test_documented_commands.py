@@ -105,6 +105,10 @@ def cheap_variant(argv: list[str], tmp: Path) -> list[str]:
             if fnmatch.fnmatch(e, only)
         )
         return ["golden", "refresh", "--root", str(root), "--only", entry]
+    if command in ("history", "report") and _names_runs(argv):
+        return _with_tmp_paths(argv, tmp)
+    if command == "repro":
+        return ["repro", _bundle(tmp), *argv[2:]]  # the documented bundle, made here
     if command == "report":
         results = _results_file(tmp / "results.json")
         baseline = str(_results_file(tmp / "baseline.json"))
@@ -118,6 +122,53 @@ def cheap_variant(argv: list[str], tmp: Path) -> list[str]:
         # The reported example: its -k must reach pytest and select tests (collect only).
         return ["run", "--workers", "0", "--out", str(tmp / "r.json"), *argv[1:], "--co"]
     raise AssertionError(f"no cheap way to run documented command {argv}: add one here")
+
+
+PATH_OPTIONS = {"--history": "history", "--html": "page.html", "--summary": "summary.md"}
+
+
+def _names_runs(argv: list[str]) -> bool:
+    """history/report commands that name run directories or a history."""
+    return argv[0] == "history" or "--history" in argv or any(a.endswith("latest") for a in argv)
+
+
+def _with_tmp_paths(argv: list[str], tmp: Path) -> list[str]:
+    """The command with each run replaced by a generated run directory (added to the
+    history first) and each output path moved under ``tmp``."""
+    run = tmp / "runs" / "20261201T0300Z-cpu-0000" / "results.json"
+    run.parent.mkdir(parents=True, exist_ok=True)
+    _results_file(run)
+    out: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        if arg in PATH_OPTIONS:
+            out += [arg, str(tmp / PATH_OPTIONS[arg])]
+            next(args)
+        elif arg.endswith("latest"):
+            out.append(str(run.parent))
+        else:
+            out.append(arg)
+    assert main(["history", "add", str(run.parent), "--history", str(tmp / "history")]) == 0
+    return out
+
+
+def _bundle(tmp: Path) -> str:
+    """A real repro bundle: a passing linear case through the emulated path."""
+    from harness.core.schemes import get_scheme
+    from harness.linear.cases import LINEAR_SHAPES, OUT_DTYPES, load_linear_case
+    from harness.linear.checks import expected_output
+    from harness.linear.repro import linear_bundle_tensors
+    from harness.paths import get_path
+    from harness.store.golden import GoldenStore
+    from harness.store.repro import Bundle, write_bundle
+
+    scheme, shape = get_scheme("fp8_per_tensor"), LINEAR_SHAPES[0]
+    loaded = load_linear_case(GoldenStore().load("linear/fp8_per_tensor"), scheme.name, shape, True)
+    y = get_path("emulated").forward(loaded.layer, loaded.x, OUT_DTYPES["bf16"])
+    expected = expected_output(loaded, scheme, True, OUT_DTYPES["bf16"], 1)
+    case = {"scheme": scheme.name, "path": "emulated", "out_dtype": "bf16"}
+    tensors = linear_bundle_tensors(loaded.layer, loaded.x, y, expected)
+    return str(write_bundle(tmp, "t::case", Bundle(tensors, {"kind": "linear", "case": case})))
 
 
 RUNNABLE = [(w, a) for w, a in COMMANDS if not is_full_run(a)]

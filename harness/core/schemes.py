@@ -32,6 +32,14 @@ class Scheme:
     activation: QuantSpec | None  # None: activations stay in high precision
     sqnr_floor_db: float  # minimum SQNR of the layer output vs the unquantized product
     description: str
+    # Variants of one recipe (the MX "<name>@<mode>" scale modes) draw their seeded inputs
+    # from the base scheme's name, so the modes are compared on the same data.
+    inputs_from: str | None = None
+
+    @property
+    def input_seed_name(self) -> str:
+        """The name whose seeds give this scheme's test inputs."""
+        return self.inputs_from or self.name
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -210,6 +218,7 @@ def _register_mx(base: str, scale_mode: str, name: str) -> None:
             activation=activation,
             sqnr_floor_db=sqnr_floor_db(weight, activation),
             description=f"OCP MX {w_fmt} weights, {act}, 1x32 E8M0 scales ({scale_mode})",
+            inputs_from=None if name == base else base,
         )
     )
 

@@ -152,7 +152,7 @@ def linear_inputs(scheme_name: str, shape: tuple[int, int, int]) -> dict[str, to
     """
     scheme = get_scheme(scheme_name)
     m, n, k = shape
-    base = f"{golden_entry(scheme_name)}/{shape_id(shape)}"
+    base = f"{golden_entry(scheme.input_seed_name)}/{shape_id(shape)}"  # modes share inputs
     x = scaled_normal(f"{base}/x", m, k, scheme.activation)
     act = scheme.activation
     calibration = x

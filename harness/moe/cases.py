@@ -147,7 +147,7 @@ def moe_inputs(scheme_name: str) -> dict[str, torch.Tensor]:
 @functools.cache
 def _moe_inputs(scheme_name: str) -> dict[str, torch.Tensor]:
     scheme = get_scheme(scheme_name)
-    base = golden_entry(scheme_name)
+    base = golden_entry(scheme.input_seed_name)  # scale-mode variants share the inputs
     h, i = MOE_HIDDEN, MOE_INTERMEDIATE
     x = scaled_normal(f"{base}/x", MAX_TOKENS, h, scheme.activation)
     w13, w2 = [], []

@@ -1,8 +1,8 @@
 """Nightly report: summarize a results file and flag regressions against a baseline.
 
-Regressions: a test that passed in the baseline and now fails or errors; a test that ran
-and is now skipped; an error metric that got worse (SQNR down by more than
-`SQNR_DROP_DB`, peak memory up by more than `PEAK_GROWTH`).
+The text report of one results file (`report --results`). Regressions come from
+`harness.report.regress` (one linear comparison); every string from the results file is
+folded to one line, so a reason with newlines cannot start a section of its own.
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ from typing import Any
 
 import pandas as pd
 
+from harness.report.escape import one_line
+from harness.report.regress import PEAK_GROWTH, SQNR_DROP_DB, Regression, find_regressions
 from harness.report.results import read_results
+from harness.report.runs import load_run
 
-SQNR_DROP_DB = 1.0  # quantization noise is deterministic; a 1 dB drop is a real change
-PEAK_GROWTH = 0.05  # allocator rounding aside, peak bytes are deterministic: 5% is real growth
+__all__ = ["PEAK_GROWTH", "SQNR_DROP_DB", "regressions", "render_report"]
 
 
 def _frame(doc: dict[str, Any]) -> pd.DataFrame:
@@ -38,28 +40,54 @@ def _frame(doc: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+_LEGACY_FORMS = {
+    "SQNR down": "SQNR {old} -> {new}",
+    "peak memory up": "peak memory {old} -> {new}",
+    "error/bound up": "worst error/bound {old} -> {new}",
+    "missing": "ran in the baseline, missing now",
+    "benchmark slower": "benchmark {old} -> {new} ({detail})",
+}
+
+
+def _legacy_line(r: Regression) -> str:
+    """The one-line form `report --baseline` has always printed (scripts grep it)."""
+    form = _LEGACY_FORMS.get(r.kind)
+    if form is None:
+        text = f"{r.old} -> {r.new}" + (f": {r.detail}" if r.detail else "")
+    else:
+        old = r.old.removesuffix(" dB").removesuffix(" bytes")
+        text = form.format(old=old, new=r.new, detail=r.detail)
+    return f"{r.nodeid}: {text}"
+
+
 def regressions(results: Path | str, baseline: Path | str) -> list[str]:
-    new = _frame(read_results(Path(results))).set_index("nodeid")
-    old = _frame(read_results(Path(baseline))).set_index("nodeid")
-    found: list[str] = []
-    both = new.index.intersection(old.index)
-    for nodeid in both:
-        n, o = new.loc[nodeid], old.loc[nodeid]
-        if o["outcome"] == "passed" and n["outcome"] in ("failed", "error"):
-            found.append(f"{nodeid}: passed -> {n['outcome']}: {n['reason']}")
-        elif o["outcome"] == "passed" and n["outcome"] == "skipped":
-            found.append(f"{nodeid}: passed -> skipped: {n['reason']}")
-        sqnr_known = pd.notna(o["sqnr_db"]) and pd.notna(n["sqnr_db"])
-        if sqnr_known and n["sqnr_db"] < o["sqnr_db"] - SQNR_DROP_DB:
-            found.append(f"{nodeid}: SQNR {o['sqnr_db']:.2f} -> {n['sqnr_db']:.2f} dB")
-        peak_known = pd.notna(o["peak_bytes"]) and pd.notna(n["peak_bytes"])
-        if peak_known and n["peak_bytes"] > o["peak_bytes"] * (1 + PEAK_GROWTH):
-            found.append(
-                f"{nodeid}: peak memory {int(o['peak_bytes'])} -> {int(n['peak_bytes'])} bytes"
-            )
-    for nodeid in old.index.difference(new.index):
-        found.append(f"{nodeid}: ran in the baseline, missing now")
-    return found
+    """Regressions of ``results`` against ``baseline`` (rules: `harness.report.regress`)."""
+    new, old = load_run(Path(results)), load_run(Path(baseline))
+    return [one_line(_legacy_line(r), 2000) for r in find_regressions(new.frame, old.frame)]
+
+
+MOE_SQNR_NOTE = (
+    "MoE inputs are built so that some outputs nearly cancel (they exercise the error "
+    "bounds), which makes the worst SQNR say nothing about the scheme; the median is shown, "
+    "and each test's value is in the results file."
+)
+
+
+def _sqnr_sections(df: pd.DataFrame) -> list[str]:
+    """Linear SQNR per scheme and path (median and worst: the linear inputs are plain
+    seeded data), then MoE SQNR as a median with the reason the worst case is not shown."""
+    lines: list[str] = []
+    sq = df.dropna(subset=["sqnr_db"])
+    linear = sq[sq["suite"] == "linear"]
+    if not linear.empty:
+        lines += ["", "## Linear SQNR per scheme and path (dB)", ""]
+        table = linear.groupby(["scheme", "path"])["sqnr_db"].agg(["median", "min"])
+        lines.append(table.rename(columns={"min": "worst"}).round(2).to_string())
+    moe = sq[sq["suite"] == "moe"]
+    if not moe.empty:
+        lines += ["", "## MoE SQNR per scheme and path (dB, median)", "", MOE_SQNR_NOTE, ""]
+        lines.append(moe.groupby(["scheme", "path"])["sqnr_db"].median().round(2).to_string())
+    return lines
 
 
 def render_report(
@@ -90,21 +118,18 @@ def render_report(
     skipped = df[df["outcome"] == "skipped"]
     lines += ["", f"## Skips ({len(skipped)}), by reason", ""]
     for reason, count in skipped["reason"].value_counts().items():
-        lines.append(f"- {count} x {reason}")
+        lines.append(f"- {count} x {one_line(reason, 2000)}")
     if skipped.empty:
         lines.append("none")
     bad = df[df["outcome"].isin(["failed", "error"])]
     lines += ["", f"## Failures ({len(bad)})", ""]
     for _, row in bad.head(max_rows).iterrows():
-        lines.append(f"- {row['nodeid']}: {row['reason']}")
+        lines.append(f"- {one_line(row['nodeid'])}: {one_line(row['reason'], 2000)}")
     if bad.empty:
         lines.append("none")
     if len(bad) > max_rows:
         lines.append(f"- ... and {len(bad) - max_rows} more")
-    sq = df.dropna(subset=["sqnr_db"])
-    if not sq.empty:
-        lines += ["", "## Worst SQNR per scheme and path (dB)", ""]
-        lines.append(sq.groupby(["scheme", "path"])["sqnr_db"].min().round(2).to_string())
+    lines += _sqnr_sections(df)
     peaks = df.dropna(subset=["peak_bytes"])
     if not peaks.empty:
         lines += ["", "## Largest peak memory per scheme and path (bytes)", ""]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import torch
 import harness
 from harness.core.files import UnreadableFileError, read_regular_file
 from harness.errors import QHarnessError
+from harness.store.atomic import write_text_atomic
 
 SCHEMA = "qharness.results/1"
 
@@ -34,7 +34,14 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def write_results(path: Path, records: list[dict[str, Any]], exitstatus: int) -> None:
+INTERRUPTED = 2  # pytest's ExitCode.INTERRUPTED: Ctrl-C, or SIGTERM turned into one by the plugin
+
+
+def write_results(
+    path: Path, records: list[dict[str, Any]], exitstatus: int, partial: bool | None = None
+) -> None:
+    """Write the results file atomically. ``partial`` (default: the run was interrupted)
+    marks a file holding only the tests that finished; history and reports treat it so."""
     from harness.platform.capabilities import capabilities
     from harness.platform.info import detect
 
@@ -43,6 +50,7 @@ def write_results(path: Path, records: list[dict[str, Any]], exitstatus: int) ->
         "schema": SCHEMA,
         "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "exitstatus": exitstatus,
+        "partial": exitstatus == INTERRUPTED if partial is None else partial,
         "platform": platform.to_json(),
         "capabilities": {
             name: {"available": c.available, "detail": c.detail}
@@ -52,10 +60,7 @@ def write_results(path: Path, records: list[dict[str, Any]], exitstatus: int) ->
         "summary": summarize(records),
         "records": sorted(records, key=lambda r: str(r["nodeid"])),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n")
 
 
 class ResultsError(QHarnessError):

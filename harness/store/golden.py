@@ -45,13 +45,14 @@ from harness.core.files import (
     read_regular_file,
 )
 from harness.errors import EXIT_FAILED, EXIT_USAGE, QHarnessError, UnsafePathError
+from harness.store.locations import golden_root
 
 MANIFEST_NAME = "MANIFEST.json"
 JOURNAL_NAME = ".refresh-journal"
 PLAN_NAME = "PLAN.json"  # written last into the journal: its presence commits the refresh
 METADATA_KEY = "reference_keys"  # the only safetensors metadata key: one key, one byte order
 MANIFEST_FORMAT = 1
-DEFAULT_ROOT = Path(__file__).resolve().parent.parent.parent / "golden"
+DEFAULT_ROOT = golden_root()  # the checkout's golden/, or the copy shipped in the wheel
 
 
 @dataclass

@@ -1,0 +1,99 @@
+"""Re-run a failing linear case from its repro bundle and give the suite's verdicts again.
+
+The bundle (`harness.store.repro`) carries the loaded layer's quantized operands (weight
+codes and scales, static input scale, bias), the input, the path's output and everything
+`harness.linear.checks.expected_output` derived (reference, bound, rounding interval, the
+unquantized product, cancellation, roundings). Re-running rebuilds the layer from those
+tensors alone (no golden store needed), runs the path on this machine (and `emulated` on
+the same operands for a non-reference path) and applies `linear_checks`: the same named
+checks, in the same order, as the suite.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from harness.core.checks import CheckResult
+from harness.core.quantize import QuantizedLinear, QuantizedTensor
+from harness.core.schemes import get_scheme
+from harness.linear.cases import OUT_DTYPES
+from harness.linear.checks import ExpectedOutput, linear_checks
+from harness.paths import get_path
+from harness.paths.base import is_reference
+from harness.platform.info import detect
+from harness.store.repro import Bundle, ReproError
+
+EXPECTED_TENSORS = ("reference", "bound", "lo", "hi", "exact")
+
+
+def linear_bundle_tensors(
+    layer: QuantizedLinear, x: torch.Tensor, y: torch.Tensor, expected: ExpectedOutput
+) -> dict[str, torch.Tensor]:
+    """The tensors a linear repro bundle holds (what `rerun_linear` needs)."""
+    tensors = {"x": x, "w_codes": layer.weight.codes, "w_scale": layer.weight.scale, "y": y}
+    tensors |= {name: getattr(expected, name) for name in EXPECTED_TENSORS}
+    tensors["cancellation_db"] = torch.tensor(expected.cancellation_db, dtype=torch.float64)
+    tensors["roundings"] = torch.tensor(expected.roundings)
+    if layer.input_scale is not None:
+        tensors["input_scale"] = layer.input_scale
+    if layer.bias is not None:
+        tensors["bias"] = layer.bias
+    return tensors
+
+
+@dataclass(frozen=True)
+class ReproVerdict:
+    path: str
+    checks: list[CheckResult]
+    same_output: bool  # bit-identical to the output recorded in the bundle
+
+    @property
+    def ok(self) -> bool:
+        return not any(c.failed for c in self.checks)
+
+    def text(self) -> str:
+        lines = [f"  {c.name:<18} {c.verdict()}" for c in self.checks]
+        same = "identical to" if self.same_output else "differs from"
+        verdict = "PASS" if self.ok else "FAIL"
+        return "\n".join([f"{verdict}: path {self.path} (output {same} the bundle's)", *lines])
+
+
+def rerun_linear(bundle: Bundle, path_name: str | None = None) -> ReproVerdict:
+    case: dict[str, Any] = bundle.meta.get("case") or {}
+    t = bundle.tensors
+    try:
+        scheme = get_scheme(str(case["scheme"]))
+        out_dtype = OUT_DTYPES[str(case["out_dtype"])]
+        path_name = path_name or str(case["path"])
+        layer = QuantizedLinear(
+            scheme,
+            QuantizedTensor(t["w_codes"], t["w_scale"], scheme.weight),
+            t.get("input_scale"),
+            t.get("bias"),
+        )
+        expected = ExpectedOutput(
+            reference=t["reference"],
+            bound=t["bound"],
+            lo=t["lo"],
+            hi=t["hi"],
+            exact=t["exact"],
+            cancellation_db=float(t["cancellation_db"]),
+            roundings=int(t["roundings"]),
+            scheme=scheme,
+        )
+        x = t["x"]
+    except KeyError as exc:
+        raise ReproError(f"linear bundle lacks {exc}") from None
+    path = get_path(path_name)
+    device = detect().torch_device
+    layer, x = layer.to(device), x.to(device)
+    y = path.forward(layer, x, out_dtype).cpu()
+    y_emulated = None
+    if not is_reference(path):
+        y_emulated = get_path("emulated").forward(layer, x, out_dtype).cpu()
+    recorded = t.get("y")
+    same = recorded is not None and bool(torch.equal(y, recorded))
+    return ReproVerdict(path_name, linear_checks(y, y_emulated, expected, path_name), same)

@@ -1,0 +1,132 @@
+"""Results documents as tables: one row per test per run, the shape history and reports share.
+
+Columns are `COLUMNS` (documented in docs/HISTORY.md, schema `HISTORY_SCHEMA`). Benchmarks
+from pytest-benchmark's JSON become rows of suite ``benchmark`` with their mean and spread.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.report.rundir import platform_key
+
+HISTORY_SCHEMA = "qharness.history/1"
+
+# column -> pandas dtype; every row of every run has all of them (missing values are NA).
+COLUMNS: dict[str, str] = {
+    "run_id": "string",
+    "created": "string",
+    "platform": "string",
+    "device": "string",
+    "arch": "string",
+    "torch_version": "string",
+    "partial": "bool",
+    "nodeid": "string",
+    "suite": "string",
+    "scheme": "string",
+    "path": "string",
+    "shape": "string",
+    "outcome": "string",
+    "reason": "string",
+    "kernel": "string",
+    "duration_s": "float64",
+    "sqnr_db": "float64",
+    "sqnr_floor_db": "float64",
+    "worst_error_to_bound": "float64",
+    "peak_bytes": "float64",
+    "bench_mean_s": "float64",
+    "bench_stddev_s": "float64",
+}
+
+
+def _number(value: Any) -> float | None:
+    """A metric as a float; NaN stays NaN (a NaN SQNR is news), non-numbers become None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def run_columns(doc: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """The columns every row of one run shares."""
+    platform = doc.get("platform") or {}
+    return {
+        "run_id": run_id,
+        "created": _text(doc.get("created")),
+        "platform": platform_key(platform),
+        "device": _text(platform.get("device")),
+        "arch": _text(platform.get("arch")),
+        "torch_version": _text(platform.get("torch_version")),
+        "partial": bool(doc.get("partial", False)),
+    }
+
+
+def records_frame(doc: dict[str, Any], run_id: str) -> pd.DataFrame:
+    """One row per record of a (validated) results document."""
+    run = run_columns(doc, run_id)
+    rows = []
+    for r in doc.get("records") or []:
+        metrics = r.get("metrics") or {}
+        rows.append(
+            {
+                **run,
+                "nodeid": _text(r.get("nodeid")),
+                "suite": _text(r.get("suite")) or "other",
+                "scheme": _text(r.get("scheme")),
+                "path": _text(r.get("path")),
+                "shape": _text(r.get("shape")),
+                "outcome": _text(r.get("outcome")),
+                "reason": _text(r.get("reason")),
+                "kernel": _text(metrics.get("kernel")),
+                "duration_s": _number(r.get("duration_s")),
+                "sqnr_db": _number(metrics.get("sqnr_db")),
+                "sqnr_floor_db": _number(metrics.get("sqnr_floor_db")),
+                "worst_error_to_bound": _number(metrics.get("worst_error_to_bound")),
+                "peak_bytes": _number(metrics.get("peak_bytes")),
+            }
+        )
+    return typed(pd.DataFrame(rows, columns=list(COLUMNS)))
+
+
+def benchmark_frame(path: Path, run: dict[str, Any]) -> pd.DataFrame:
+    """Rows for pytest-benchmark's ``--benchmark-json`` file; ``run`` gives the run columns."""
+    doc = json.loads(Path(path).read_text())
+    rows = []
+    for bench in doc.get("benchmarks") or []:
+        stats = bench.get("stats") or {}
+        params = bench.get("params") or {}
+        mean = _number(stats.get("mean"))
+        if mean is None or not math.isfinite(mean):
+            continue
+        rows.append(
+            {
+                **run,
+                "nodeid": _text(bench.get("fullname") or bench.get("name")),
+                "suite": "benchmark",
+                "scheme": _text(params.get("scheme_name")),
+                "path": _text(params.get("path_name")),
+                "outcome": "passed",
+                "bench_mean_s": mean,
+                "bench_stddev_s": _number(stats.get("stddev")),
+            }
+        )
+    return typed(pd.DataFrame(rows, columns=list(COLUMNS)))
+
+
+def typed(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with exactly `COLUMNS`, in order, with their dtypes."""
+    for column in COLUMNS:
+        if column not in frame:
+            frame[column] = None
+    frame = frame[list(COLUMNS)]
+    return frame.astype({c: t for c, t in COLUMNS.items() if c != "partial"}).astype(
+        {"partial": "bool"}
+    )

@@ -1,0 +1,168 @@
+"""`report.html`: one self-contained page (styles inline, plots as base64 PNG, no network).
+
+Order: the merged matrix, regressions, failures with links to their repro bundles, skips by
+reason per platform, plots. Every string from a results file goes through `html_text`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from pathlib import Path
+
+from harness.report import plots
+from harness.report.escape import html_text
+from harness.report.matrix import Cell
+from harness.report.nightly import NightlyReport
+
+STYLE = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;
+max-width:1300px;color:#1d2330;padding:0 16px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #dde;
+padding-bottom:4px}.muted{color:#667}
+table{border-collapse:collapse;margin:6px 0}th,td{border:1px solid #dde;padding:3px 8px;
+text-align:left;vertical-align:top}th{background:#f3f5f9;position:sticky;top:0}
+td.pass{background:#e5f5e8;color:#14532d}td.fail{background:#fde2e1;color:#8a1c17;font-weight:600}
+td.emulated-only{background:#fff4d6;color:#7a5200}td.skipped{background:#eef0f4;color:#555}
+td.cell{white-space:nowrap}code{font:12px ui-monospace,Menlo,Consolas,monospace;
+word-break:break-all}.kind{font-weight:600;white-space:nowrap}.num{text-align:right}
+img{max-width:100%;border:1px solid #eee;margin:6px 0}.counts td{text-align:right}
+.counts td:first-child,.counts td:nth-child(2),.counts td:nth-child(3){text-align:left}
+.legend span{display:inline-block;padding:1px 8px;margin-right:6px;border-radius:3px}
+"""
+
+
+def _cell(cell: Cell | None) -> str:
+    if cell is None:
+        return '<td class="cell"></td>'
+    title = f' title="{html_text(cell.reason, 300)}"' if cell.reason else ""
+    return f'<td class="cell {cell.verdict}"{title}>{html_text(cell.label)}</td>'
+
+
+def _matrix(report: NightlyReport) -> str:
+    head = "".join(f"<th>{html_text(p)}</th>" for p in report.platforms)
+    rows = []
+    for (scheme, path), cells in sorted(report.matrix.items()):
+        tds = "".join(_cell(cells.get(p)) for p in report.platforms)
+        rows.append(f"<tr><td>{html_text(scheme)}</td><td>{html_text(path)}</td>{tds}</tr>")
+    legend = (
+        '<p class="legend"><span class="pass" style="background:#e5f5e8">pass</span>'
+        '<span style="background:#fde2e1">fail</span>'
+        '<span style="background:#fff4d6">emulated-only</span>'
+        '<span style="background:#eef0f4">skipped</span> hover a cell for its reason</p>'
+    )
+    return (
+        f"{legend}<table><tr><th>scheme</th><th>path</th>{head}</tr>{''.join(rows)}</table>"
+        if rows
+        else "<p>no scheme x path results</p>"
+    )
+
+
+def _counts(report: NightlyReport) -> str:
+    rows = []
+    for platform in report.platforms:
+        run = report.runs[platform]
+        tests = run.frame[run.frame["suite"] != "benchmark"]
+        c = tests["outcome"].value_counts()
+        failed = int(c.get("failed", 0) + c.get("error", 0))
+        base = report.baselines.get(platform) or "none (first run)"
+        partial = " <b>(partial)</b>" if run.partial else ""
+        rows.append(
+            f"<tr><td>{html_text(platform)}</td><td><code>{html_text(run.run_id)}</code>{partial}"
+            f"</td><td><code>{html_text(base)}</code></td><td>{int(c.get('passed', 0))}</td>"
+            f"<td>{failed}</td><td>{int(c.get('skipped', 0))}</td><td>{len(tests)}</td></tr>"
+        )
+    return (
+        '<table class="counts"><tr><th>platform</th><th>run</th><th>baseline</th><th>passed</th>'
+        f"<th>failed</th><th>skipped</th><th>tests</th></tr>{''.join(rows)}</table>"
+    )
+
+
+def _regressions(report: NightlyReport) -> str:
+    if not report.regressions:
+        return "<p>none</p>"
+    rows = "".join(
+        f'<tr><td class="kind">{html_text(r.kind)}</td><td>{html_text(r.platform)}</td>'
+        f"<td><code>{html_text(r.nodeid)}</code>"
+        + (f'<br><span class="muted">{html_text(r.detail, 300)}</span>' if r.detail else "")
+        + f"</td><td>{html_text(r.old)}</td><td>{html_text(r.new)}</td>"
+        f"<td><code>{html_text(r.first_run)}</code></td></tr>"
+        for r in report.regressions
+    )
+    return (
+        "<table><tr><th>kind</th><th>platform</th><th>test</th><th>old</th><th>new</th>"
+        f"<th>first seen</th></tr>{rows}</table>"
+    )
+
+
+def _failures(report: NightlyReport, page_dir: Path) -> str:
+    if report.failures.empty:
+        return "<p>none</p>"
+    rows = []
+    for _, f in report.failures.iterrows():
+        link = "no bundle"
+        if f["repro"]:
+            href = os.path.relpath(f["repro"], page_dir)
+            link = f'<a href="{html_text(href)}">{html_text(Path(f["repro"]).name)}</a>'
+        rows.append(
+            f"<tr><td>{html_text(f['platform'])}</td><td><code>{html_text(f['nodeid'])}</code><br>"
+            f'<span class="muted">{html_text(f["reason"] or f["outcome"], 400)}</span></td>'
+            f"<td><code>{html_text(f['since'])}</code></td><td>{link}</td></tr>"
+        )
+    return (
+        "<table><tr><th>platform</th><th>test and reason</th><th>failing since</th>"
+        f"<th>repro bundle</th></tr>{''.join(rows)}</table>"
+    )
+
+
+def _skips(report: NightlyReport) -> str:
+    if report.skips.empty:
+        return "<p>none</p>"
+    rows = "".join(
+        f'<tr><td>{html_text(s["platform"])}</td><td class="num">{int(s["count"])}</td>'
+        f"<td>{html_text(s['reason'], 400)}</td></tr>"
+        for _, s in report.skips.iterrows()
+    )
+    return f"<table><tr><th>platform</th><th>tests</th><th>reason</th></tr>{rows}</table>"
+
+
+def _plot(title: str, png: str | None, missing: str) -> str:
+    if png is None:
+        return f"<h3>{title}</h3><p class='muted'>{missing}</p>"
+    return f'<h3>{title}</h3><img alt="{title}" src="data:image/png;base64,{png}">'
+
+
+def render_html(report: NightlyReport, page_path: Path) -> str:
+    """The page; ``page_path`` is where it will be written (repro links are relative to it)."""
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    n_reg = len(report.regressions)
+    plot_html = "".join(
+        [
+            _plot(
+                "SQNR per scheme over the nights",
+                plots.sqnr_over_runs(report.history),
+                "no linear SQNR recorded",
+            ),
+            _plot("Peak memory per scheme", plots.peak_memory(report.frame), "no peaks recorded"),
+            _plot(
+                "Benchmark times",
+                plots.benchmark_times(report.history),
+                "no benchmarks in these runs (run with --bench)",
+            ),
+        ]
+    )
+    notes = "".join(f"<p class='muted'>note: {html_text(n)}</p>" for n in report.notes)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>qharness report</title>
+<style>{STYLE}</style></head><body>
+<h1>qharness report</h1><p class="muted">generated {now};
+{len(report.platforms)} platform(s), {n_reg} regression(s),
+{len(report.failures)} failing test(s)</p>
+{_counts(report)}{notes}
+<h2>Matrix: scheme x path x platform</h2>{_matrix(report)}
+<h2>Regressions ({n_reg})</h2>{_regressions(report)}
+<h2>Failures ({len(report.failures)})</h2>{_failures(report, Path(page_path).parent)}
+<h2>Skips by reason, per platform</h2>{_skips(report)}
+<h2>Plots</h2>{plot_html}
+</body></html>
+"""

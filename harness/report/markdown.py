@@ -1,0 +1,123 @@
+"""Markdown renderings of a `NightlyReport`: the short CI summary and the full text report.
+
+`summary_markdown` stays under `SUMMARY_LIMIT` characters (GitHub's job summary holds
+1 MiB per step; a morning summary is read, not scrolled): counts, regressions and new
+failures, each list cut with a count of what was left out, and a link to the HTML page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from harness.report.escape import md_inline
+from harness.report.nightly import NightlyReport
+
+SUMMARY_LIMIT = 60_000
+LIST_LIMIT = 25
+
+
+def _counts_table(report: NightlyReport) -> list[str]:
+    lines = [
+        "| platform | run | baseline | passed | failed | skipped | other |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
+    for platform in report.platforms:
+        run = report.runs[platform]
+        tests = run.frame[run.frame["suite"] != "benchmark"]
+        outcomes = tests["outcome"].value_counts()
+        passed = int(outcomes.get("passed", 0))
+        failed = int(outcomes.get("failed", 0) + outcomes.get("error", 0))
+        skipped = int(outcomes.get("skipped", 0))
+        other = len(tests) - passed - failed - skipped
+        base = report.baselines.get(platform) or "none (first run)"
+        partial = " (partial)" if run.partial else ""
+        lines.append(
+            f"| {md_inline(platform)} | {md_inline(run.run_id)}{partial} | {md_inline(base)} "
+            f"| {passed} | {failed} | {skipped} | {other} |"
+        )
+    return lines
+
+
+def _capped(items: list[str], limit: int = LIST_LIMIT) -> Iterable[str]:
+    yield from items[:limit]
+    if len(items) > limit:
+        yield f"- ... and {len(items) - limit} more (see report.html)"
+
+
+def regression_lines(report: NightlyReport) -> list[str]:
+    return [
+        f"- **{md_inline(r.kind)}** {md_inline(r.platform)} {md_inline(r.nodeid, 200)}: "
+        f"{md_inline(r.old)} → {md_inline(r.new)}"
+        + (f" ({md_inline(r.detail, 160)})" if r.detail else "")
+        + f"; first in {md_inline(r.first_run)}"
+        for r in report.regressions
+    ]
+
+
+def failure_lines(report: NightlyReport, new_only: bool) -> list[str]:
+    rows = report.failures
+    if new_only:
+        rows = rows[rows["since"] == rows["run_id"]]
+    return [
+        f"- {md_inline(row['platform'])} {md_inline(row['nodeid'], 200)}: "
+        f"{md_inline(row['reason'] or row['outcome'], 200)}"
+        + (f" (failing since {md_inline(row['since'])})" if row["since"] != row["run_id"] else "")
+        + (f" — repro {md_inline(row['repro'])}" if row["repro"] else "")
+        for _, row in rows.iterrows()
+    ]
+
+
+def summary_markdown(report: NightlyReport, html_link: str | None = "report.html") -> str:
+    """The short summary for a CI job page."""
+    regs = regression_lines(report)
+    new_failures = failure_lines(report, new_only=True)
+    lines = ["## qharness nightly", "", *_counts_table(report), ""]
+    lines += [f"### Regressions ({len(regs)})", ""]
+    lines += list(_capped(regs)) or ["none"]
+    lines += [
+        "",
+        f"### New failures ({len(new_failures)}; {len(report.failures)} failing in all)",
+        "",
+    ]
+    lines += list(_capped(new_failures)) or ["none"]
+    if html_link:
+        lines += ["", f"Full report: {html_link} (matrix, skips by reason, plots, repro bundles)"]
+    text = "\n".join(lines) + "\n"
+    if len(text) > SUMMARY_LIMIT:
+        text = text[: SUMMARY_LIMIT - 80] + "\n\n(summary cut to its size limit; see report.html)\n"
+    return text
+
+
+def full_markdown(report: NightlyReport) -> str:
+    """Everything in text form: counts, matrix, regressions, failures, skips."""
+    lines = [
+        "# qharness report",
+        "",
+        *_counts_table(report),
+        "",
+        "## Matrix (scheme x path x platform)",
+        "",
+    ]
+    platforms = report.platforms
+    lines.append("| scheme | path | " + " | ".join(md_inline(p) for p in platforms) + " |")
+    lines.append("|---|---|" + "---|" * len(platforms))
+    for (scheme, path), cells in sorted(report.matrix.items()):
+        row = [cells[p].label if p in cells else "" for p in platforms]
+        lines.append(f"| {md_inline(scheme)} | {md_inline(path)} | " + " | ".join(row) + " |")
+    regs = regression_lines(report)
+    lines += ["", f"## Regressions ({len(regs)})", "", *(regs or ["none"])]
+    fails = failure_lines(report, new_only=False)
+    lines += ["", f"## Failures ({len(fails)})", "", *(list(_capped(fails, 200)) or ["none"])]
+    lines += [
+        "",
+        f"## Skips by reason ({int(report.skips['count'].sum()) if len(report.skips) else 0})",
+        "",
+    ]
+    for _, row in report.skips.iterrows():
+        lines.append(
+            f"- {md_inline(row['platform'])}: {int(row['count'])} x {md_inline(row['reason'])}"
+        )
+    if report.skips.empty:
+        lines.append("none")
+    lines += [f"- note: {md_inline(n)}" for n in report.notes]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,108 @@
+"""The report's plots, drawn with matplotlib (Agg) and returned as base64 PNG for embedding.
+
+- SQNR per scheme over the nights: median linear-suite SQNR per scheme and run (MoE SQNR
+  comes from inputs built to cancel and would say nothing about the scheme).
+- Peak memory per scheme: the largest measured peak of each scheme per platform.
+- Benchmark times over the nights with the noise band (mean ± `NOISE_SIGMAS` std of the
+  history), the band the regression rule uses.
+Each returns None when there is nothing to draw.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from harness.report.regress import NOISE_SIGMAS
+
+MAX_BENCHMARKS = 8
+MAX_TICKS = 12  # run labels on the time axis (60 labels cost seconds of drawing)
+
+
+def _png(fig: Figure) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+    plt.close(fig)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _runs_in_order(frame: pd.DataFrame) -> list[str]:
+    runs = frame.drop_duplicates("run_id").sort_values(["created", "run_id"])
+    return [str(r) for r in runs["run_id"]]
+
+
+def sqnr_over_runs(history: pd.DataFrame) -> str | None:
+    rows = history[(history["suite"] == "linear") & history["sqnr_db"].notna()]
+    if rows.empty:
+        return None
+    platforms = sorted(rows["platform"].dropna().unique())
+    fig, axes = plt.subplots(len(platforms), 1, figsize=(10, 3.2 * len(platforms)), squeeze=False)
+    for ax, platform in zip(axes[:, 0], platforms, strict=True):
+        mine = rows[rows["platform"] == platform]
+        order = _runs_in_order(mine)
+        table = mine.groupby(["scheme", "run_id"])["sqnr_db"].median().unstack("run_id")
+        table = table.reindex(columns=order)
+        for scheme, series in table.iterrows():
+            ax.plot(range(len(order)), series.to_numpy(), marker="o", ms=3, label=str(scheme))
+        ax.set_title(f"{platform}: median linear SQNR per scheme (dB)", fontsize=10)
+        ticks = list(range(0, len(order), max(1, len(order) // MAX_TICKS)))
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([order[i][:14] for i in ticks], rotation=20, ha="right", fontsize=7)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, ncol=2, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.subplots_adjust(hspace=0.75)
+    return _png(fig)
+
+
+def peak_memory(frame: pd.DataFrame) -> str | None:
+    rows = frame[frame["peak_bytes"].notna() & frame["scheme"].notna()]
+    if rows.empty:
+        return None
+    table = rows.groupby(["scheme", "platform"])["peak_bytes"].max().unstack("platform") / 2**20
+    fig, ax = plt.subplots(figsize=(10, 0.28 * len(table) + 1.2))
+    table.sort_index(ascending=False).plot.barh(ax=ax, width=0.8)
+    ax.set_xlabel("largest peak per scheme (MiB)")
+    ax.set_ylabel("")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(title="platform", fontsize=8)
+    return _png(fig)
+
+
+def benchmark_times(history: pd.DataFrame) -> str | None:
+    rows = history[history["bench_mean_s"].notna()]
+    if rows.empty:
+        return None
+    slowest = rows.groupby(["platform", "nodeid"])["bench_mean_s"].mean().nlargest(MAX_BENCHMARKS)
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for platform, name in slowest.index:
+        mine = rows[(rows["platform"] == platform) & (rows["nodeid"] == name)]
+        mine = mine.sort_values(["created", "run_id"])
+        x = range(len(mine))
+        means = mine["bench_mean_s"].to_numpy() * 1e3
+        centre, spread = means.mean(), means.std()
+        label = f"{platform}: {str(name).rsplit('::', 1)[-1][:60]}"
+        line = ax.plot(x, means, marker="o", ms=3, label=label)[0]
+        ax.fill_between(
+            x,
+            centre - NOISE_SIGMAS * spread,
+            centre + NOISE_SIGMAS * spread,
+            color=line.get_color(),
+            alpha=0.12,
+        )
+    longest = int(rows.groupby(["platform", "nodeid"]).size().max())
+    ax.set_xlim(-0.5, max(longest, 2) - 0.5)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("mean time (ms)")
+    ax.set_xlabel("run (oldest to newest)")
+    ax.set_title(f"benchmarks with their noise band (mean ± {NOISE_SIGMAS:g} std)", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return _png(fig)

@@ -1,0 +1,129 @@
+"""The run directory `reports/<run-id>/` and the `reports/latest` pointer.
+
+A run id is the UTC minute, the platform key and a short host tag
+(``20261201T0300Z-gfx942-a1b2``), so runs from several runners sort by time and never
+collide. Each run directory holds the files named in `RunDir`; `latest` is a symlink to the
+newest (or, where symlinks are unavailable, a one-line file naming it), and
+``latest.json`` a copy of its results for scripts written against older versions.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.errors import QHarnessError
+from harness.store.atomic import point_symlink_atomic, write_bytes_atomic, write_text_atomic
+
+RESULTS_NAME = "results.json"
+LATEST_LINK = "latest"
+LATEST_JSON = "latest.json"
+
+
+class RunDirError(QHarnessError):
+    """A path given as a run is neither a run directory nor a results file."""
+
+
+def platform_key(platform: dict[str, Any]) -> str:
+    """The platform's short name in run ids and report columns: ``cpu`` or the GPU arch."""
+    device = str(platform.get("device", "unknown"))
+    return "cpu" if device == "cpu" else str(platform.get("arch") or device)
+
+
+def host_tag(hostname: str | None = None) -> str:
+    """Four hex digits naming the host without revealing its name."""
+    name = hostname if hostname is not None else socket.gethostname()
+    return hashlib.sha256(name.encode()).hexdigest()[:4]
+
+
+def new_run_id(platform: dict[str, Any], now: _dt.datetime | None = None) -> str:
+    moment = now or _dt.datetime.now(_dt.timezone.utc)
+    return f"{moment:%Y%m%dT%H%MZ}-{platform_key(platform)}-{host_tag()}"
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """The files of one run."""
+
+    path: Path
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @property
+    def results(self) -> Path:
+        return self.path / RESULTS_NAME
+
+    @property
+    def junit(self) -> Path:
+        return self.path / "junit.xml"
+
+    @property
+    def benchmark(self) -> Path:
+        return self.path / "benchmark.json"
+
+    @property
+    def summary(self) -> Path:
+        return self.path / "summary.md"
+
+    @property
+    def html(self) -> Path:
+        return self.path / "report.html"
+
+    @property
+    def repro(self) -> Path:
+        return self.path / "repro"
+
+
+def create_run_dir(reports: Path, run_id: str) -> RunDir:
+    """Make ``reports/<run_id>`` (``-2``, ``-3``... if that minute's id is taken)."""
+    reports.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 1000):
+        candidate = reports / (run_id if n == 1 else f"{run_id}-{n}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        return RunDir(candidate)
+    raise RunDirError(f"{reports}: too many runs named {run_id}")
+
+
+def update_latest(reports: Path, run: RunDir) -> None:
+    """Point ``reports/latest`` at ``run`` and copy its results to ``latest.json``, atomically."""
+    link = reports / LATEST_LINK
+    try:
+        point_symlink_atomic(link, run.run_id)
+    except OSError:
+        write_text_atomic(link, run.run_id + "\n")
+    if run.results.is_file():
+        write_bytes_atomic(reports / LATEST_JSON, run.results.read_bytes())
+
+
+def resolve_latest(reports: Path) -> RunDir | None:
+    """The run ``reports/latest`` names, if any."""
+    link = reports / LATEST_LINK
+    if link.is_symlink() or link.is_dir():
+        return RunDir(reports / os.readlink(link)) if link.is_symlink() else RunDir(link)
+    if link.is_file():
+        return RunDir(reports / link.read_text().strip())
+    return None
+
+
+def results_path(run: Path) -> Path:
+    """A run given as its directory or as a results file -> the results file."""
+    run = Path(run)
+    if run.is_dir():
+        return RunDir(run).results
+    return run
+
+
+def run_id_of(results: Path) -> str:
+    """The run id of a results file: its run directory's name, or the file's stem."""
+    results = Path(results)
+    return results.parent.name if results.name == RESULTS_NAME else results.stem

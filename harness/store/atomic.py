@@ -1,0 +1,48 @@
+"""Atomic file writes: a reader sees the old file or the new one, never half of either.
+
+Write to a temporary file in the same directory, fsync it, then `os.replace` it over the
+target (atomic on POSIX within one file system). Used for results, reports and pointers.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically; the directory is created if needed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # what open() would give, not mkstemp's 0600
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """`write_bytes_atomic` for UTF-8 text."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def point_symlink_atomic(link: Path, target: str) -> None:
+    """Make ``link`` a symlink to ``target`` (relative), replacing any old one atomically."""
+    link = Path(link)
+    tmp = link.with_name(f".{link.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    os.symlink(target, tmp)
+    os.replace(tmp, link)

@@ -1,0 +1,76 @@
+"""Repro bundles: one failing case as a safetensors file, re-runnable anywhere.
+
+A bundle holds the case's tensors (inputs, quantized operands and scales, the path's output,
+the reference) and, in its metadata, the test id, the case's fields, the metrics, the
+verdict and the platform and versions it failed on. File names come from the test id with
+every character outside ``[A-Za-z0-9._-]`` replaced, so they are safe on any file system.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save
+
+from harness.errors import QHarnessError
+from harness.store.atomic import write_bytes_atomic
+
+BUNDLE_FORMAT = "qharness.repro/1"
+SUFFIX = ".safetensors"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class ReproError(QHarnessError):
+    """A repro bundle that cannot be read or re-run."""
+
+
+def bundle_filename(nodeid: str) -> str:
+    """``suites/test_linear.py::test_linear[a-b]`` -> ``test_linear-a-b-<hash>.safetensors``."""
+    name = nodeid.rsplit("::", 1)[-1]
+    digest = hashlib.sha256(nodeid.encode()).hexdigest()[:8]
+    return f"{_UNSAFE.sub('-', name).strip('-')[:150]}-{digest}{SUFFIX}"
+
+
+@dataclass(frozen=True)
+class Bundle:
+    tensors: dict[str, torch.Tensor]
+    meta: dict[str, Any]
+
+
+def write_bundle(directory: Path, nodeid: str, bundle: Bundle) -> Path:
+    """Write ``bundle`` for test ``nodeid`` into ``directory`` (atomically); return its path."""
+    meta = {"format": BUNDLE_FORMAT, "nodeid": nodeid, **bundle.meta}
+    tensors = {k: v.detach().cpu().contiguous() for k, v in sorted(bundle.tensors.items())}
+    data = save(tensors, metadata={"qharness": json.dumps(meta, sort_keys=True, default=str)})
+    path = Path(directory) / bundle_filename(nodeid)
+    write_bytes_atomic(path, data)
+    return path
+
+
+def read_bundle(path: Path) -> Bundle:
+    """Read a bundle; a missing, foreign or damaged file is a `ReproError`."""
+    from safetensors import safe_open
+
+    path = Path(path)
+    if not path.is_file():
+        raise ReproError(f"repro bundle {path} does not exist")
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            raw = (handle.metadata() or {}).get("qharness")
+        tensors = load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise ReproError(f"{path} is not a readable safetensors file ({exc})") from exc
+    try:
+        meta = json.loads(raw or "")
+    except json.JSONDecodeError:
+        meta = None
+    if not isinstance(meta, dict) or meta.get("format") != BUNDLE_FORMAT:
+        raise ReproError(f"{path} is not a qharness repro bundle (format {BUNDLE_FORMAT})")
+    return Bundle(tensors, meta)

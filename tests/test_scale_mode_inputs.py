@@ -1,0 +1,31 @@
+"""Scale-mode variants (``<scheme>@<mode>``) are tested on the base scheme's inputs, so a
+difference between modes is the scale rounding's, not the data's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness.core.schemes import MX_SCALE_MODE_VARIANTS, SCHEMES
+from harness.linear.cases import LINEAR_SHAPES, linear_inputs
+from harness.moe.cases import moe_inputs
+
+VARIANTS = [
+    (base, f"{base}@{mode}") for base, modes in MX_SCALE_MODE_VARIANTS.items() for mode in modes
+]
+
+
+@pytest.mark.parametrize(("base", "variant"), VARIANTS, ids=[v for _, v in VARIANTS])
+def test_variant_inputs_are_the_base_schemes(base: str, variant: str) -> None:
+    assert SCHEMES[variant].input_seed_name == base
+    for shape in LINEAR_SHAPES:
+        ours, theirs = linear_inputs(variant, shape), linear_inputs(base, shape)
+        for name in ("x", "w", "bias"):
+            assert torch.equal(ours[name], theirs[name]), (variant, shape, name)
+    assert torch.equal(moe_inputs(variant)["x"], moe_inputs(base)["x"])
+
+
+def test_base_schemes_seed_from_their_own_name() -> None:
+    for name, scheme in SCHEMES.items():
+        if "@" not in name:
+            assert scheme.input_seed_name == name
