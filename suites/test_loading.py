@@ -3,7 +3,9 @@
 The checkpoint of each case comes from its golden entry; every registered loader brings it
 to the flavour under test, and the loaded layer must dequantize shard by shard to the
 checkpoint, be bit-identical between loaders, and give the golden output through every path
-with the bias applied exactly once. The named checks: harness/loading/checks.py.
+with the bias applied exactly once, and, for paths rounding once, a correct rounding of the
+exact product (bit-exact where unique, and the same bits as emulated there). The named
+checks: harness/loading/checks.py.
 """
 
 from __future__ import annotations
@@ -18,17 +20,20 @@ from harness.loading.cases import (
     checkpoint_from_golden,
     golden_entry,
     loading_params,
+    reference_operands,
 )
 from harness.loading.checks import (
+    accumulation_interval,
     check_runtime_format,
     check_shards_match_checkpoint,
     loader_agreement_checks,
     output_bound,
     output_checks,
+    rounding_checks,
 )
 from harness.loading.loaders import get_loader, loaders
 from harness.paths import get_path, linear_paths
-from harness.paths.base import LinearProblem
+from harness.paths.base import LinearProblem, is_reference, output_roundings
 from harness.store.golden import GoldenError
 
 LOADERS = tuple(loaders())
@@ -119,4 +124,16 @@ def test_loaded_layer_output(
     bias = data.tensors["bias"].double()
     abs_product = data.tensors["abs_product"].double()
     bound = output_bound(y_ref, bias, abs_product, k, p.bias, OUT_DTYPE)
-    record_checks(output_checks(y, y_ref, bias, bound, p.bias, p.path))
+    problem = LinearProblem(m, n, k, p.bias, OUT_DTYPE)
+    roundings = output_roundings(path, loaded.layer.scheme, problem)
+    y_emulated = None
+    if not is_reference(path):  # the same loaded layer through the emulated path
+        y_emulated = get_path("emulated").forward(loaded.layer, x, OUT_DTYPE).cpu()
+    a, w = reference_operands(ckpt, x)
+    interval = accumulation_interval(a, w, bias if p.bias else None, OUT_DTYPE)
+    record_checks(
+        [
+            *output_checks(y, y_ref, bias, bound, p.bias, p.path),
+            *rounding_checks(y, y_emulated, interval, roundings, p.path),
+        ]
+    )

@@ -1,5 +1,6 @@
-"""Memory: every scheme x path x shape holds exactly the modelled weight bytes, and its
-forward call stays within the documented budget (harness.memory.budget)."""
+"""Memory: every scheme x path x shape holds exactly the modelled weight bytes, and two
+consecutive forward calls stay within the documented budget (harness.memory.budget),
+leave nothing alive and attach nothing to the layer (harness.memory.check)."""
 
 from __future__ import annotations
 
@@ -98,6 +99,8 @@ def test_forward_memory(case: MemoryCase, qh_platform: Any, record_result: Any) 
     result = check_forward_memory(path, layer, x, case.problem, qh_platform)
     record_result(
         peak_bytes=result.peak_bytes,
+        retained_bytes=result.retained_bytes,
+        layer_growth_bytes=result.layer_growth_bytes,
         budget_bytes=result.budget.total,
         weight_bytes=held["weight"],
         weight_bytes_packed=tensor_bytes(scheme.weight, (n, k), PACKED).total,

@@ -122,7 +122,7 @@ def test_moe_checkpoint_and_routing_match_golden(
         assert bit_mismatches(q.codes.cpu(), t[f"{name}_codes"]) == 0, f"{name} codes differ"
         assert bit_mismatches(q.scale.cpu(), t[f"{name}_scale"]) == 0, f"{name} scales differ"
     if spec.activation is not None and not spec.activation.dynamic:
-        a1 = calibrate_input_scale(inputs["x"].to(device), spec.activation)
+        a1 = calibrate_input_scale(inputs["calibration_x"].to(device), spec.activation)
         assert bit_mismatches(a1.cpu(), t["a1_scale"]) == 0, "static input scale differs"
     logits = t["logits"].float().to(device)
     for experts, top_k in EXPERT_CONFIGS:

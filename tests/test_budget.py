@@ -249,3 +249,73 @@ def test_memory_shapes_can_show_a_weight_copy(platform: PlatformInfo) -> None:
             assert budget.total < n * k * 2, f"{scheme.name} {m}x{n}x{k}: {budget.describe()}"
     gpu_terms = {t.name for t in forward_budget("native", scheme, problem, platform).terms}
     assert ("device_scratch" in gpu_terms) == platform.is_cuda_alike
+
+
+class CachingDequantizePath:
+    """Deliberately wasteful: dequantizes the weight to float32 on its first call, keeps it
+    on the layer and reuses it on every later call (a cache that outlives the forward)."""
+
+    name = "test_caching_dequantize"
+
+    def forward(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
+    ) -> torch.Tensor:
+        cached = getattr(layer, "_dequantized_weight", None)
+        if cached is None:
+            cached = layer.weight.dequantize()
+            layer._dequantized_weight = cached  # type: ignore[attr-defined]
+        y = get_path("native").forward(layer, x, out_dtype)
+        return y + 0 * cached[: y.shape[1], :1].t().to(out_dtype)
+
+
+class ModuleCachePath:
+    """Deliberately wasteful: the same cache, kept in a dict on the path, not the layer."""
+
+    name = "test_module_cache"
+
+    def __init__(self) -> None:
+        self.cache: dict[int, torch.Tensor] = {}
+
+    def forward(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
+    ) -> torch.Tensor:
+        if id(layer) not in self.cache:
+            self.cache[id(layer)] = layer.weight.dequantize()
+        return get_path("native").forward(layer, x, out_dtype)
+
+
+def test_a_weight_cache_escapes_a_single_call_measured_after_a_warm_up() -> None:
+    """The weakness the two-call check closes: measured alone after a warm-up on the same
+    layer, the caching path allocates nothing weight-sized and looks like a kernel."""
+    from harness.memory.tracker import measure_peak
+
+    layer, x, problem = _fp8_layer(4, 1024, 256)
+    path = CachingDequantizePath()
+    path.forward(layer, x, problem.out_dtype)  # the old procedure's warm-up
+    with measure_peak(CPU) as measured:
+        path.forward(layer, x, problem.out_dtype)
+    budget = forward_budget(path, layer.scheme, problem, CPU)  # type: ignore[arg-type]
+    assert measured.peak_bytes <= budget.total < 1024 * 256 * 2
+
+
+@pytest.mark.parametrize("cacher", [CachingDequantizePath, ModuleCachePath])
+def test_a_path_keeping_a_dequantized_weight_between_calls_fails(cacher: type) -> None:
+    layer, x, problem = _fp8_layer(4, 1024, 256)
+    result = check_forward_memory(cacher(), layer, x, problem, CPU)
+    assert not result.ok
+    fp32_weight = 1024 * 256 * 4
+    assert result.peak_bytes >= fp32_weight
+    assert result.retained_bytes >= fp32_weight
+    assert any("alive after their outputs were dropped" in v for v in result.violations)
+    assert any("bf16 copy of the [1024, 256] weight" in v for v in result.violations)
+    if cacher is CachingDequantizePath:
+        assert result.layer_growth_bytes >= fp32_weight
+        assert any("attach tensors" in v for v in result.violations)
+
+
+def test_correct_paths_retain_nothing_and_leave_the_layer_alone() -> None:
+    layer, x, problem = _fp8_layer(4, 1024, 256)
+    for name in ("native", "emulated"):
+        result = check_forward_memory(get_path(name), layer, x, problem, CPU)
+        assert result.ok, result.violations
+        assert (result.retained_bytes, result.layer_growth_bytes) == (0, 0)

@@ -7,13 +7,21 @@ the golden's float64-derived reference and, for non-emulated paths, with the emu
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from harness.core.inputs import bias_vector, scaled_normal
+from harness.core.compare import bit_mismatches
+from harness.core.inputs import (
+    bias_vector,
+    calibration_batch,
+    plant_corners,
+    scaled_normal,
+    static_scale_for,
+)
 from harness.core.quantize import (
     QuantizedLinear,
     QuantizedTensor,
@@ -24,14 +32,31 @@ from harness.core.quantize import (
 )
 from harness.core.schemes import SCHEMES, get_scheme
 from harness.paths import LinearProblem, linear_paths
-from harness.store.golden import GoldenData, register_each
+from harness.store.golden import GoldenData, GoldenError, refresh_command, register_each
 
-# M x N x K. M=1 is the decode case; 37 is not a multiple of 16. K is a multiple of 128 so
-# that block-scaled schemes have whole blocks (one or two 128-blocks, four or eight MX
-# blocks per row). N=128 with K=256 is the one shape the 128x128-block native kernels take
-# (they need N and K multiples of 128). Shapes stay small: every scheme stores its inputs,
-# codes and reference in the golden store (about 3.8 MiB for the linear suite).
-LINEAR_SHAPES: tuple[tuple[int, int, int], ...] = ((37, 16, 128), (1, 16, 256), (8, 128, 256))
+# M x N x K. M=1 is the decode case; 37 is not a multiple of 16. The first three have K a
+# multiple of 128 (whole blocks: one or two 128-blocks, four or eight MX blocks per row);
+# N=128 with K=256 is the one shape the 128x128-block native kernels take (they need N and
+# K multiples of 128). The last has partial blocks everywhere: K=176 is 5.5 MX blocks and
+# 1.375 128-blocks, N=144 is 1.125 128-row blocks (both dimensions with several blocks, the
+# last partial), still multiples of 16 for GPU scaled mm. Shapes stay small: every scheme
+# stores its activations, codes and reference in the golden store; the float weights are
+# regenerated from their seeds and pinned by a digest (`weight_digest`).
+LINEAR_SHAPES: tuple[tuple[int, int, int], ...] = (
+    (37, 16, 128),
+    (1, 16, 256),
+    (8, 128, 256),
+    (3, 144, 176),
+)
+# How each shape's activation reaches the path: the suite feeds some as views that are not
+# row-major contiguous, as engines do (a transposed buffer, every other column of a wider
+# one), so a path that assumes contiguity or reads storage directly is caught.
+ACTIVATION_LAYOUTS: dict[tuple[int, int, int], str] = {
+    (37, 16, 128): "transposed",
+    (1, 16, 256): "strided",
+    (8, 128, 256): "contiguous",
+    (3, 144, 176): "transposed",
+}
 OUT_DTYPES: dict[str, torch.dtype] = {
     "bf16": torch.bfloat16,
     "fp16": torch.float16,
@@ -117,13 +142,51 @@ def _normalize_output(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 
 def linear_inputs(scheme_name: str, shape: tuple[int, int, int]) -> dict[str, torch.Tensor]:
-    """Seeded x [M,K], w [N,K] and bias [N] for one scheme and shape (bf16 values)."""
+    """Seeded x [M,K], w [N,K], bias [N] and the static-scale calibration batch (bf16 values).
+
+    Both operands carry corner values where their quantizer sees them (`plant_corners`):
+    ties at several binades, subnormals, the clamp bound. A static activation scale is a
+    power of two calibrated on a different batch (`calibration_batch`), and the fed x holds
+    values beyond it, so the clamp is exercised and a path that ignores the static scale
+    (computing a dynamic one) gets other codes.
+    """
     scheme = get_scheme(scheme_name)
     m, n, k = shape
     base = f"{golden_entry(scheme.input_seed_name)}/{shape_id(shape)}"  # modes share inputs
     x = scaled_normal(f"{base}/x", m, k, scheme.activation)
-    w = _normalize_output(x, scaled_normal(f"{base}/w", n, k, scheme.weight))
-    return {"x": x, "w": w, "bias": bias_vector(f"{base}/bias", n)}
+    act = scheme.activation
+    calibration = x
+    if act is not None and not act.dynamic:
+        scale = static_scale_for(x, act)
+        x = plant_corners(x, act, f"{base}/x", static_scale=scale, beyond=True)
+        calibration = calibration_batch(f"{base}/x", m, k, act, scale)
+    elif act is not None:
+        x = plant_corners(x, act, f"{base}/x")
+    w = plant_corners(scaled_normal(f"{base}/w", n, k, scheme.weight), scheme.weight, f"{base}/w")
+    return {
+        "x": x,
+        "w": _normalize_output(x, w),
+        "bias": bias_vector(f"{base}/bias", n),
+        "calibration": calibration,
+    }
+
+
+def weight_digest(w: torch.Tensor) -> torch.Tensor:
+    """sha256 of the weight's bf16 bytes, uint8 [32]: pins the regenerated float weight in
+    the golden without storing it (codes and scales, which are stored, are what paths use)."""
+    raw = w.detach().to("cpu", torch.bfloat16).contiguous().view(torch.uint8).numpy().tobytes()
+    return torch.frombuffer(bytearray(hashlib.sha256(raw).digest()), dtype=torch.uint8)
+
+
+def activation_view(x: torch.Tensor, layout: str) -> torch.Tensor:
+    """``x`` with the same values laid out as ``layout`` says (see ACTIVATION_LAYOUTS)."""
+    if layout == "transposed":
+        return x.t().contiguous().t()
+    if layout == "strided":
+        return torch.stack([x, -x], dim=-1).flatten(-2)[:, ::2]
+    if layout == "contiguous":
+        return x.contiguous()
+    raise ValueError(f"unknown activation layout {layout!r}")
 
 
 def build_linear_golden(scheme_name: str) -> GoldenData:
@@ -132,10 +195,13 @@ def build_linear_golden(scheme_name: str) -> GoldenData:
     for shape in LINEAR_SHAPES:
         key = shape_id(shape)
         inputs = linear_inputs(scheme_name, shape)
-        layer = quantize_linear(inputs["w"], inputs["bias"], scheme, calibration=inputs["x"])
+        layer = quantize_linear(
+            inputs["w"], inputs["bias"], scheme, calibration=inputs["calibration"]
+        )
         xq = quantize_activation(inputs["x"], scheme, layer.input_scale)
-        for name, value in inputs.items():
-            data.exact[f"{key}.{name}"] = value.to(torch.bfloat16)
+        data.exact[f"{key}.x"] = inputs["x"].to(torch.bfloat16)
+        data.exact[f"{key}.bias"] = inputs["bias"].to(torch.bfloat16)
+        data.exact[f"{key}.w_sha256"] = weight_digest(inputs["w"])
         data.exact[f"{key}.w_codes"] = layer.weight.codes
         data.exact[f"{key}.w_scale"] = stored_scale(layer.weight.scale, scheme.weight)
         if layer.input_scale is not None and scheme.activation is not None:
@@ -177,5 +243,13 @@ def load_linear_case(
     if f"{key}.input_scale" in t and scheme.activation is not None:
         input_scale = scale_from_stored(t[f"{key}.input_scale"], scheme.activation)
     layer = QuantizedLinear(scheme, weight, input_scale, t[f"{key}.bias"].float() if bias else None)
-    inputs = {name: t[f"{key}.{name}"].float() for name in ("x", "w", "bias")}
-    return LoadedLinearCase(layer, inputs["x"], t[f"{key}.y_ref"], inputs)
+    w = linear_inputs(scheme_name, shape)["w"]
+    if bit_mismatches(weight_digest(w), t[f"{key}.w_sha256"]):
+        raise GoldenError(
+            f"linear/{scheme_name} {key}: the regenerated float weight differs from the one the "
+            "golden was built from (torch RNG or harness.core.inputs changed?); if intended: "
+            + refresh_command(golden_entry(scheme_name))
+        )
+    x = activation_view(t[f"{key}.x"].float(), ACTIVATION_LAYOUTS[shape])
+    inputs = {"x": x, "w": w, "bias": t[f"{key}.bias"].float()}
+    return LoadedLinearCase(layer, x, t[f"{key}.y_ref"], inputs)

@@ -5,6 +5,13 @@ added later are covered). A case is a layer layout plus what makes it interestin
 an unfused single-scale layer, fused shards with very different scales, a zero-width
 shard whose scale is never stored, and a weight holding e4m3fn's 0x80 (-0) codes.
 
+Every checkpoint is as real calibration tools write them: weight scales carry a headroom
+margin (`CALIBRATION_MARGINS`: amax / qmax times 1.09..1.29, different per shard, never a
+power of two), and static input scales are calibrated on a batch other than the one fed
+(`CALIBRATION_BATCH_GAIN` smaller), with their own margins, so the fed activation exceeds
+them and saturates. A loader that requantizes fused shards to one scale computed from the
+whole tensor's amax, instead of the largest stored shard scale, gets other scales and codes.
+
 The golden entry ``loading/<scheme>/<case>`` stores the checkpoint (codes, scales, input
 scales, bias), the input x, and two float64-derived references computed here with the
 reference quantizer, independently of the loader transforms: the output without bias of
@@ -21,7 +28,13 @@ import torch
 
 from harness.core.formats import decode, get_format
 from harness.core.inputs import generator, scaled_normal
-from harness.core.quantize import calibrate_input_scale, quantize, quantize_activation
+from harness.core.quantize import (
+    QuantizedTensor,
+    calibrate_input_scale,
+    quantize,
+    quantize_activation,
+    scale_grid,
+)
 from harness.core.schemes import SCHEMES, WHOLE, Scheme, get_scheme
 from harness.loading.checkpoint import LinearCheckpoint, QuantConfig, Shard, build_checkpoint
 from harness.store.golden import GoldenData, register_each
@@ -29,6 +42,13 @@ from harness.store.golden import GoldenData, register_each
 PREFIX = "model.layers.0.proj"
 TOKENS = 4  # rows of x
 FLAVOURS: tuple[str, ...] = ("e4m3fn", "e4m3fnuz")  # platform FP8 flavours loaded into
+# Headroom factors on shard i's weight scale (cycled): distinct, none a power of two, each
+# above the top code step of e4m3 (1/14), so the largest stored code is below qmax.
+CALIBRATION_MARGINS: tuple[float, ...] = (1.17, 1.09, 1.29, 1.11)
+# The calibration batch is the fed batch's seed-mate scaled by this power of two, so its
+# amax (and the static input scale) is well below what the fed batch needs (the fed
+# batch exceeds every merged static scale here: tests/test_loading_checkpoint.py).
+CALIBRATION_BATCH_GAIN = 0.25
 
 
 @dataclass(frozen=True)
@@ -120,25 +140,43 @@ def build_case_checkpoint(
     """The checkpoint (no bias yet) and the input x, from seeded inputs."""
     scheme = get_scheme(scheme_name)
     case = CASES_BY_NAME[case_name]
-    x = scaled_normal(f"loading/{scheme_name}/{case_name}/x", TOKENS, _k(scheme), scheme.activation)
+    base_name = f"loading/{scheme_name}/{case_name}"
+    x = scaled_normal(f"{base_name}/x", TOKENS, _k(scheme), scheme.activation)
+    margins = {
+        name: CALIBRATION_MARGINS[i % len(CALIBRATION_MARGINS)]
+        for i, (name, _) in enumerate(case.shards)
+    }
     input_scales = None
     act = scheme.activation
     if act is not None and not act.dynamic:
-        base = calibrate_input_scale(x, act).reshape(())
+        calibration = scaled_normal(f"{base_name}/calibration", TOKENS, _k(scheme), act)
+        base = calibrate_input_scale(calibration * CALIBRATION_BATCH_GAIN, act).reshape(())
         input_scales = {
-            name: base * gain
+            name: base * gain * margins[name]
             for (name, units), gain in zip(case.shards, case.input_gain, strict=True)
             if units
         }
     ckpt = build_checkpoint(
-        PREFIX, QuantConfig("fp8", scheme_name), _weights(scheme, case), None, input_scales
+        PREFIX,
+        QuantConfig("fp8", scheme_name),
+        _weights(scheme, case),
+        None,
+        input_scales,
+        scale_margins=margins,
     )
     return ckpt, x
 
 
-def expected_runtime_weight(ckpt: LinearCheckpoint) -> torch.Tensor:
+def expected_runtime_weight(
+    ckpt: LinearCheckpoint, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """Values the correctly loaded weight holds: shard values, requantized to the max scale
-    for fused per-tensor layers (reference quantizer, in the checkpoint's format)."""
+    for fused per-tensor layers (reference quantizer, in the checkpoint's format).
+
+    ``dtype`` is that of code * scale: float32 as paths dequantize, or float64 (exact) for
+    the center of a bit-exact rounding interval. Requantization itself always starts from
+    the float32 shard values, as loaders compute them.
+    """
     spec = ckpt.scheme.weight
     parts = []
     per_tensor_fused = spec.block == (WHOLE, WHOLE) and ckpt.fused
@@ -146,14 +184,25 @@ def expected_runtime_weight(ckpt: LinearCheckpoint) -> torch.Tensor:
     top = max(float(s) for s in scales) if per_tensor_fused else 0.0
     for i, shard in enumerate(ckpt.shards):
         if shard.width == 0:
-            parts.append(torch.zeros(0, shard.weight.shape[1]))
+            parts.append(torch.zeros(0, shard.weight.shape[1], dtype=dtype))
             continue
         values = ckpt.dequantize_shard(i)
         if per_tensor_fused:
             grid = torch.tensor([[top]], dtype=torch.float32)
-            values = quantize(values, spec, grid).dequantize()
-        parts.append(values)
+            parts.append(quantize(values, spec, grid).dequantize(dtype))
+        else:
+            codes = ckpt.shard_codes(shard)
+            grid = shard.weight_scale.reshape(scale_grid(spec, codes.shape))  # type: ignore[union-attr]
+            parts.append(QuantizedTensor(codes, grid, spec).dequantize(dtype))
     return torch.cat(parts, dim=0)
+
+
+def reference_operands(ckpt: LinearCheckpoint, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Exact float64 (activation, weight) a correctly loaded layer multiplies: the center
+    of the rounding interval every path that rounds once must land in."""
+    xq = quantize_activation(x, ckpt.scheme, merged_input_scale(ckpt))
+    a = x.double() if xq is None else xq.dequantize(torch.float64)
+    return a, expected_runtime_weight(ckpt, torch.float64)
 
 
 def merged_input_scale(ckpt: LinearCheckpoint) -> torch.Tensor | None:

@@ -24,7 +24,8 @@ from safetensors.torch import save_file
 
 from harness.core.files import UnreadableFileError, check_regular_file
 from harness.core.formats import decode, get_format
-from harness.core.quantize import QuantizedTensor, quantize, scale_grid
+from harness.core.quantize import QuantizedTensor, quantize, scale_grid, tile_amax
+from harness.core.scales import compute_scale
 from harness.core.schemes import WHOLE, QuantSpec, Scheme, UnknownSchemeError, get_scheme
 from harness.errors import QHarnessError
 
@@ -152,12 +153,15 @@ def build_checkpoint(
     shard_weights: dict[str, torch.Tensor],
     bias: torch.Tensor | None,
     input_scales: dict[str, torch.Tensor] | None = None,
+    scale_margins: dict[str, float] | None = None,
 ) -> LinearCheckpoint:
     """Quantize float weights shard by shard with the reference quantizer.
 
     ``shard_weights`` maps shard name ("" for unfused) to a [width, K] float tensor, in order.
     Zero-width shards get no weight scale (an engine never loads one for them); static input
-    scales are given per shard name (shards left out get none).
+    scales are given per shard name (shards left out get none). ``scale_margins`` multiply a
+    shard's scales (amax / qmax) as calibration tools leave headroom, so stored scales are
+    not exactly amax / qmax (shards left out get none).
     """
     scheme = get_scheme(config.scheme)
     shards = []
@@ -167,7 +171,9 @@ def build_checkpoint(
             codes = torch.zeros(w.shape, dtype=torch.uint8)
             scale = None
         else:
-            q = quantize(w, scheme.weight)
+            margin = 1.0 if scale_margins is None else scale_margins.get(name, 1.0)
+            tile_scales = compute_scale(tile_amax(w.float(), scheme.weight), scheme.weight)
+            q = quantize(w, scheme.weight, tile_scales * margin)
             codes = q.codes
             scale = q.scale.reshape(weight_scale_shapes(scheme.weight, *w.shape)[0])
         given = None if input_scales is None else input_scales.get(name)

@@ -346,7 +346,7 @@ def forward_budget(
                 "device_scratch",
                 DEVICE_SCRATCH_ALLOWANCE,
                 "kernel scratch and per-call table copies the allocator counts (persistent "
-                "GEMM workspaces are kept out by a warm-up call before measuring)",
+                "GEMM workspaces are kept out by a warm-up call on a copy of the layer)",
             )
         )
     return ForwardBudget(path.name, tuple(terms), reference)

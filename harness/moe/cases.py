@@ -50,6 +50,10 @@ RENORMALIZE: tuple[bool, ...] = (False, True)
 # and outputs of moderate size.
 GATE_UP_MAGNITUDE = 8.0
 OUTPUT_MAGNITUDE = 16.0
+# Static scales come from a calibration batch seeded apart from the fed one and scaled by
+# this power of two, so the fed activations and intermediates exceed the calibrated range:
+# saturation is exercised, and a path computing a dynamic scale instead gets other codes.
+CALIBRATION_GAIN = 0.5
 
 # Router logits are built so that routing has the edge cases every run must get right:
 EMPTY_EXPERT = 7  # never chosen (its logit is -16 for every token but token 0): no tokens
@@ -130,7 +134,8 @@ def _power_of_two_factor(peak: float, target: float) -> float:
 
 
 def moe_inputs(scheme_name: str) -> dict[str, torch.Tensor]:
-    """Seeded x [64, H], logits [64, 16], w13 [16, 2I, H], w2 [16, H, I] (bf16 values).
+    """Seeded x [64, H], logits [64, 16], w13 [16, 2I, H], w2 [16, H, I] (bf16 values), and
+    a calibration batch (x and logits, seeded apart from the fed ones) for static scales.
 
     Each expert's weights are scaled by a power of two (exact) so that |x @ w13^T| peaks
     near GATE_UP_MAGNITUDE and the expert outputs near OUTPUT_MAGNITUDE. Built once per
@@ -156,11 +161,14 @@ def _moe_inputs(scheme_name: str) -> dict[str, torch.Tensor]:
         peak = (act @ b.double().t()).abs().max().item()
         w13.append(a)
         w2.append(b * _power_of_two_factor(peak, OUTPUT_MAGNITUDE))
+    calibration = scaled_normal(f"{base}/calibration", MAX_TOKENS, h, scheme.activation)
     return {
         "x": x,
         "logits": router_logits(f"{base}/logits"),
         "w13": torch.stack(w13),
         "w2": torch.stack(w2),
+        "calibration_x": calibration * CALIBRATION_GAIN,
+        "calibration_logits": router_logits(f"{base}/calibration/logits"),
     }
 
 
@@ -186,9 +194,11 @@ def build_moe_golden(scheme_name: str) -> GoldenData:
         data.exact[f"{name}_sha256"] = input_digest(inputs[name])
     for experts, top_k in EXPERT_CONFIGS:
         cfg = config_id(experts, top_k)
-        # Static scales are calibrated on the 64-token batch routed for this config; the
+        # Static scales are calibrated on another 64-token batch routed for this config, as
+        # engines calibrate offline; the fed batch exceeds them (CALIBRATION_GAIN). The
         # per-expert weight codes of the first `experts` experts do not depend on it.
-        calibration = (x, route(logits[:, :experts], top_k, False))
+        cal_routing = route(inputs["calibration_logits"][:, :experts], top_k, False)
+        calibration = (inputs["calibration_x"], cal_routing)
         layer = quantize_moe(inputs["w13"][:experts], inputs["w2"][:experts], scheme, calibration)
         if experts == MAX_EXPERTS:
             data.exact.update(
@@ -203,7 +213,7 @@ def build_moe_golden(scheme_name: str) -> GoldenData:
             data.exact["a1_scale"] = layer.a1_scale
         if layer.a2_scale is not None:
             data.exact[f"{cfg}.a2_scale"] = layer.a2_scale
-        data.exact[f"{cfg}.ids"] = calibration[1].ids.to(torch.int32)
+        data.exact[f"{cfg}.ids"] = route(logits[:, :experts], top_k, False).ids.to(torch.int32)
         for renormalize in RENORMALIZE:
             r = renorm_id(renormalize)
             data.exact[f"{cfg}.{r}.weights"] = route(

@@ -220,8 +220,16 @@ class OperandContract:
 
 # ------------------------------------------- optional members, for paths of any kind
 def is_reference(path: object) -> bool:
-    """True for the path every other path is compared with (default False)."""
-    return bool(getattr(path, "is_reference", PathBase.is_reference))
+    """True for a path that is itself a reference model, so the suites do not compare it
+    with ``emulated`` (default False).
+
+    Only an ``is_reference`` declared by the path's own class (or set on the instance)
+    counts, never one inherited: a plugin that subclasses the emulated path (or `PathBase`)
+    to reuse its code is still a path under test and is compared with ``emulated``.
+    """
+    own = getattr(path, "__dict__", {})
+    declared = own.get("is_reference", type(path).__dict__.get("is_reference", False))
+    return bool(declared)
 
 
 def uses_capabilities(path: object) -> frozenset[str]:
