@@ -1,12 +1,12 @@
 """MoE blocks: every scheme x path x tokens x (experts, top-k) x renormalize, vs the goldens.
 
-Each stage is checked where it can be checked honestly (bounds: harness/moe_bounds.py):
+Each stage is checked where it can be checked honestly (bounds: harness/moe/bounds.py):
 routing bit-exact; the intermediate before quantization within its derived bound; the
 intermediate codes exactly what quantizing it gives; codes that differ from the golden's
 only where the bound straddles a rounding boundary; the output within its bound of the
 float64 result from the path's own intermediate; each grouped GEMM's output inside the
 rounded interval of its own operands and, against the emulated path on rows with identical
-operands, bit-identical wherever the bound fixes the rounded value (harness/moe_agreement.py).
+operands, bit-identical wherever the bound fixes the rounded value (harness/moe/agreement.py).
 Output vs golden and vs emulated follow from the above by the triangle inequality, so they
 are recorded, not gated.
 """
@@ -262,7 +262,7 @@ def test_moe(case: MoECase, golden_store: Any, qh_platform: Any, record_result: 
         worst_error_to_bound_vs_golden=vs_golden.worst_ratio,
     )
 
-    # 4. Each grouped GEMM's output, element by element (harness/moe_agreement.py): inside
+    # 4. Each grouped GEMM's output, element by element (harness/moe/agreement.py): inside
     #    the rounded interval of its own operands, and, against the reference path on rows
     #    where both multiply identical operands, bit-identical wherever the bound fixes the
     #    rounded value.
