@@ -50,8 +50,9 @@ from harness.moe.model import (
     quantize_experts,
     quantize_operand,
     route,
+    silu_and_mul,
 )
-from harness.moe.paths import MoEProblem, get_moe_path
+from harness.moe.paths import MoEProblem, get_moe_path, moe_paths
 from harness.moe.paths.kernels import MOE_KERNELS
 from harness.moe.paths.native import NativeMoEPath
 from harness.platform import capabilities
@@ -73,6 +74,19 @@ def test_moe_dispatch_table_is_consistent() -> None:
     kernel decision is one the kernel's contract accepts."""
     problems = dispatch_problems(SCHEMES, MOE_KERNELS)
     assert not problems, "MoE dispatch table:\n  " + "\n  ".join(problems)
+
+
+def _paths_with_dispatch_tables() -> list[str]:
+    return [n for n, p in moe_paths().items() if hasattr(p, "table") and hasattr(p, "kernels")]
+
+
+@pytest.mark.parametrize("path", _paths_with_dispatch_tables())
+def test_moe_path_dispatch_table_is_consistent(path: str) -> None:
+    """The same checks for the table and kernels of every registered MoE path that
+    dispatches by table: a decision its kernel refuses would only ever show as a skip."""
+    moe_path: Any = get_moe_path(path)
+    problems = dispatch_problems(SCHEMES, moe_path.kernels, moe_path.table)
+    assert not problems, f"MoE path {path!r} dispatch table:\n  " + "\n  ".join(problems)
 
 
 @pytest.mark.parametrize("scheme", sorted(SCHEMES))
@@ -207,6 +221,15 @@ def test_moe(case: MoECase, golden_store: Any, qh_platform: Any, record_result: 
     vs_act = within_bound(act, loaded.act_ref, act_bound)
     record_result(act_worst_error_to_bound=vs_act.worst_ratio)
     assert vs_act.ok, f"intermediate vs golden: {vs_act.describe()}"
+    if trace.gate_up is not None:
+        # The intermediate is SiLU(g) * u of the path's own GEMM-1 output in float32: two
+        # float32 implementations of x * sigmoid(x) (exp, add, divide, multiply) each err by
+        # a few u32, so 16 u32 relative; a reduced-precision activation errs by ~2^-9.
+        own_act = silu_and_mul(trace.gate_up.cpu().float())
+        vs_silu = within_bound(act, own_act, 16 * U32 * own_act.double().abs())
+        assert vs_silu.ok, (
+            f"intermediate is not SiLU-and-mul of its own gate_up in float32: {vs_silu.describe()}"
+        )
 
     # 2. Intermediate codes: exactly the scheme's quantization of the path's intermediate,
     #    and different from the golden's codes only where the bound straddles a boundary.

@@ -151,7 +151,8 @@ CANARIES: tuple[Canary, ...] = (
         "canary_moe_mxfp4_prefix",
         "Mxfp4PrefixTable",
         "seed: prefix dispatch of mixed MX schemes (MoE table)",
-        moe(("w_mxfp4", "w_mxfp4_a_mxfp4", "w_mxfp4_a_mxfp6_e3m2", "w_mxfp4_a_fp8")),
+        moe(("w_mxfp4_a_mxfp4", "w_mxfp4", "w_mxfp4_a_mxfp6_e3m2", "w_mxfp4_a_fp8")),
+        Selection(MOE, "dispatch_table and {name}"),
     ),
     _path(
         "canary_native_1d_scales",
