@@ -17,6 +17,7 @@ LOADING = "suites/test_loading.py"
 MEMORY = "suites/test_memory.py"
 MOE = "suites/test_moe.py"
 TRACKER = "tests/test_memory_tracker.py"
+FLOAT32_INPUTS = "suites/test_float32_activations.py"
 
 # kind -> entry-point group it is registered in (None: planted by tests.canaries.mutants)
 GROUPS: dict[str, str | None] = {
@@ -61,10 +62,15 @@ class Canary:
 def linear(
     schemes: tuple[str, ...], dtypes: Iterable[str] = ("bf16",), bias: str = "bias"
 ) -> Selection:
-    """test_linear cases of ``schemes`` (every shape) with ``bias`` and ``dtypes``."""
+    """test_linear cases of ``schemes`` (every shape) with ``bias`` and ``dtypes``, and every
+    case of the file's other per-path tests (case families) for those schemes."""
     which = " or ".join(f"{s}-{{name}}-" for s in schemes)
     outputs = " or ".join(f"-{bias}-{d}" for d in dtypes)
-    return Selection(LINEAR, f"({which}) and ({outputs})", tuple(schemes))
+    return Selection(LINEAR, f"({which}) and ({outputs} or not test_linear[)", tuple(schemes))
+
+
+def float32_inputs(schemes: tuple[str, ...]) -> Selection:
+    return Selection(FLOAT32_INPUTS, " or ".join(f"{s}-{{name}}-" for s in schemes), schemes)
 
 
 def memory(schemes: tuple[str, ...]) -> Selection:
@@ -202,6 +208,7 @@ CANARIES: tuple[Canary, ...] = (
         "Bf16BeforeScale",
         "bf16 round trip before the scale",
         linear((*FP8, "w_mxfp4")),
+        float32_inputs((*FP8, "w_mxfp4")),
     ),
     _path("canary_fp4_nibble_order", "Fp4NibbleOrder", "FP4 nibble order", linear(MXFP4)),
     _path("canary_fp4_decode_table", "Fp4DecodeTable", "FP4 decode table", linear(MXFP4)),

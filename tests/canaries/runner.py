@@ -151,7 +151,7 @@ def check_name(record: dict[str, object], plugin: str) -> str:
     test = nodeid.split("::")[-1].split("[")[0]
     reason = str(record.get("reason") or "").splitlines()[0] if record.get("reason") else ""
     reason = reason.removeprefix("AssertionError: ").removeprefix("Failed: ")
-    reason = reason.replace(plugin, "<plugin>").strip(" :")
+    reason = reason.replace(f"'{plugin}'", "<plugin>").replace(plugin, "").strip(" :")
     clause = re.split(r"[:;(]", reason, maxsplit=1)[0]
     clause = re.sub(r"\d+(\.\d+)?", "N", clause).strip()[:60]
     return f"{test}: {clause}" if clause else test
