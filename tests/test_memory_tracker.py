@@ -308,4 +308,7 @@ def test_measure_peak_on_cuda_alike_platforms_reads_allocator_statistics(
         fake.allocate(-2000)
         fake.other_processes += 1 << 20  # another process grows meanwhile
         fake.allocate(500)
-    assert (m.method, m.peak_bytes, m.retained_bytes) == ("cuda_allocator", 3000, 1500)
+    assert (m.method, m.peak_bytes, m.retained_bytes) == ("cuda_allocator", 3000, 1500), (
+        f"allocator statistics not read on {device}: {m.method}, peak {m.peak_bytes}, "
+        f"retained {m.retained_bytes}; expected cuda_allocator, 3000, 1500"
+    )

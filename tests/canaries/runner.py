@@ -151,8 +151,12 @@ def check_name(record: dict[str, object], plugin: str) -> str:
     test = nodeid.split("::")[-1].split("[")[0]
     reason = str(record.get("reason") or "").splitlines()[0] if record.get("reason") else ""
     reason = reason.removeprefix("AssertionError: ").removeprefix("Failed: ")
-    reason = reason.replace(f"'{plugin}'", "<plugin>").replace(plugin, "").strip(" :")
-    clause = re.split(r"[:;(]", reason, maxsplit=1)[0]
+    reason = reason.replace(f"'{plugin}'", plugin).removeprefix(plugin).replace(plugin, "<plugin>")
+    parts = [p.strip() for p in re.split(r"[:;(]", reason.strip(" :"))]
+    # a leading name (a path, a shard, "fp8 vs <plugin>") is not the check: skip it
+    while len(parts) > 1 and (" " not in parts[0] or "<plugin>" in parts[0]):
+        parts = parts[1:]
+    clause = parts[0]
     clause = re.sub(r"\d+(\.\d+)?", "N", clause).strip()[:60]
     return f"{test}: {clause}" if clause else test
 
