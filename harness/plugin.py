@@ -9,8 +9,9 @@ Installed packages' ``pytest11`` plugins load into every pytest run of the envir
 this one is inert unless asked for: it records, prints its header and summary, and pins
 GPUs only when the project opts in (`is_active`): ini ``qharness = true``, ``--qharness``,
 ``--qharness-results``, or ``-p qharness``/``-p harness.plugin``. Otherwise it only adds
-its options and fixtures; a test that uses ``record_result`` or ``measure_memory`` opts
-that test in. Nothing here imports torch until a fixture or an active hook needs it.
+its options and fixtures; a test that uses ``record_result``, ``record_checks`` or
+``measure_memory`` opts that test in. Nothing here imports torch until a fixture or an
+active hook needs it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from harness.core.checks import CheckResult
     from harness.memory.tracker import PeakMeasurement
     from harness.platform.info import PlatformInfo
     from harness.store.golden import GoldenStore
@@ -38,6 +40,7 @@ _PLUGIN_NAMES = frozenset({"qharness", "harness.plugin"})
 # Fixture types, for the suites' signatures.
 RecordResult = Callable[..., None]
 MeasureMemory = Callable[[], AbstractContextManager["PeakMeasurement"]]
+RecordChecks = Callable[[Iterable["CheckResult"]], None]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -136,6 +139,29 @@ def record_result(request: pytest.FixtureRequest) -> RecordResult:
 
     def record(**values: Any) -> None:
         metrics.update(values)
+
+    return record
+
+
+@pytest.fixture
+def record_checks(record_result: RecordResult) -> RecordChecks:
+    """``record_checks(results)`` records each `CheckResult`'s metrics and every verdict
+    under ``checks`` (``{name: "pass" | "fail: ..." | "n/a: ..."}``, in run order), then
+    fails the test naming every failed check. Call it again with more results to add them
+    (a gate: checks whose failure makes the rest meaningless are recorded first)."""
+    from harness.core.checks import failure_summary, verdicts
+
+    seen: dict[str, str] = {}
+
+    def record(checks: Iterable[CheckResult]) -> None:
+        results = list(checks)
+        for result in results:
+            record_result(**result.metrics)
+        seen.update(verdicts(results))
+        record_result(checks=dict(seen))
+        summary = failure_summary(results)
+        if summary is not None:
+            pytest.fail(summary, pytrace=False)
 
     return record
 

@@ -4,9 +4,9 @@ The golden inputs are bfloat16-valued, as most models' activations are, so a pat
 rounds its activation to bfloat16 before scaling and quantizing it is invisible there. Here
 the activation holds float32 bits (as fp32 residual streams and fp16 models give): the
 reference quantizer (itself checked bit for bit against the goldens by test_linear.py)
-quantizes it, and every path must return a correct rounding of the accumulation interval
-of the exact dequantized product and, if it is not the reference, agree with emulated bit
-for bit wherever that rounding is unique. No golden is stored: the reference is computed.
+quantizes it, the float64 product of the dequantized operands is the reference, and the
+linear suite's named checks (`harness.linear.checks`: bound, rounding interval, bits vs
+emulated, SQNR) apply as they do to golden cases. No golden is stored: it is computed.
 """
 
 from __future__ import annotations
@@ -16,17 +16,11 @@ from typing import Any
 import pytest
 import torch
 
-from harness.core.compare import (
-    dot_error_bound,
-    outside_interval,
-    rounding_bound,
-    rounding_interval,
-    within_bound,
-)
 from harness.core.inputs import generator
 from harness.core.quantize import quantize_activation, quantize_linear
 from harness.core.schemes import get_scheme
-from harness.linear.cases import linear_inputs, shape_id
+from harness.linear.cases import LoadedLinearCase, linear_inputs, shape_id
+from harness.linear.checks import expected_output, linear_checks
 from harness.paths import LinearProblem, get_path, linear_paths
 from harness.paths.base import is_reference, output_roundings
 
@@ -47,50 +41,44 @@ def _float32_activation(scheme: str) -> torch.Tensor:
     return (x * (1 + sign * (1 + u) * 2.0**-10)).float()
 
 
+def _case(scheme: str) -> LoadedLinearCase:
+    """The case as a golden would hold it, computed here: layer, input and the float64
+    product of the dequantized operands (rounded to float32, as goldens store it)."""
+    spec = get_scheme(scheme)
+    inputs = linear_inputs(scheme, SHAPE)
+    x = _float32_activation(scheme)
+    layer = quantize_linear(inputs["w"], inputs["bias"], spec, calibration=x)
+    xq = quantize_activation(x, spec, layer.input_scale)
+    a = x.double() if xq is None else xq.dequantize(torch.float64)
+    y_ref = (a @ layer.weight.dequantize(torch.float64).t()).float()
+    return LoadedLinearCase(layer, x, y_ref, {**inputs, "x": x})
+
+
 @pytest.mark.parametrize(
     ("scheme", "path"),
     [(s, p) for s in SCHEMES for p in linear_paths()],
     ids=[f"{s}-{p}-{shape_id(SHAPE)}" for s in SCHEMES for p in linear_paths()],
 )
-def test_float32_activation(scheme: str, path: str, qh_platform: Any) -> None:
+def test_float32_activation(scheme: str, path: str, qh_platform: Any, record_checks: Any) -> None:
+    """The checks of `harness.linear.checks.LINEAR_CHECKS` on a float32-valued activation."""
     spec = get_scheme(scheme)
     m, n, k = SHAPE
     problem = LinearProblem(m, n, k, True, OUT)
-    support = get_path(path).supports(spec, problem, qh_platform)
+    linear_path = get_path(path)
+    support = linear_path.supports(spec, problem, qh_platform)
     if not support.ok:
         pytest.skip(support.reason)
-    inputs = linear_inputs(scheme, SHAPE)
-    x = _float32_activation(scheme)
+    loaded = _case(scheme)
+    x = loaded.x
     assert float((x != x.to(torch.bfloat16).float()).float().mean()) > 0.9
-    layer = quantize_linear(inputs["w"], inputs["bias"], spec, calibration=x)
     device = qh_platform.torch_device
-    y = get_path(path).forward(layer.to(device), x.to(device), OUT).cpu()
+    layer = loaded.layer.to(device)
+    y = linear_path.forward(layer, x.to(device), OUT).cpu()
     assert y.shape == (m, n)
     assert y.dtype == OUT
-
-    xq = quantize_activation(x, spec, layer.input_scale)
-    a = x.double() if xq is None else xq.dequantize(torch.float64)
-    w = layer.weight.dequantize(torch.float64)
-    bias = inputs["bias"].double()
-    center = a @ w.t() + bias
-    abs_product = a.abs() @ w.abs().t() + bias.abs()
-    # As in test_linear.py: K + 3 float32 roundings per term (Higham gamma_{K+3}), plus
-    # gamma_K in float64 for `center`, plus the path's roundings to the output dtype.
-    radius = dot_error_bound(abs_product, k + 2, torch.float32) + dot_error_bound(
-        abs_product, k, torch.float64
-    )
-    roundings = output_roundings(get_path(path), spec, problem)
-    result = within_bound(y, center, radius + rounding_bound(center, OUT, roundings=roundings))
-    assert result.ok, f"{path} vs float64 reference: {result.describe()}"
-    if roundings != 1:
-        return
-    lo, hi = rounding_interval(center, radius, OUT)
-    outside = outside_interval(y, lo, hi)
-    assert not bool(outside.any()), (
-        f"{path}: {int(outside.sum())}/{y.numel()} outputs are not a rounding of any value "
-        "within the accumulation bound"
-    )
-    if not is_reference(get_path(path)):
-        y_emulated = get_path("emulated").forward(layer, x, OUT).cpu()
-        differ = int(((y != y_emulated) & (lo == hi)).sum())
-        assert differ == 0, f"{path} and emulated differ in {differ} determined outputs"
+    y_emulated = None
+    if not is_reference(linear_path):
+        y_emulated = get_path("emulated").forward(layer, x.to(device), OUT).cpu()
+    roundings = output_roundings(linear_path, spec, problem)
+    expected = expected_output(loaded, spec, True, OUT, roundings)
+    record_checks(linear_checks(y, y_emulated, expected, path))

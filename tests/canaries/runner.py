@@ -145,10 +145,21 @@ def _owner(record: dict[str, object], session: Session) -> str | None:
     return None
 
 
-def check_name(record: dict[str, object], plugin: str) -> str:
-    """Which check failed: the test function and the assertion's first clause."""
-    nodeid = str(record["nodeid"])
-    test = nodeid.split("::")[-1].split("[")[0]
+def check_names(record: dict[str, object], plugin: str) -> list[str]:
+    """Which checks failed: ``test:check`` for each named check the suite recorded as
+    failed (``metrics.checks``), else the test and its assertion's first clause."""
+    test = str(record["nodeid"]).split("::")[-1].split("[")[0]
+    metrics = record.get("metrics")
+    checks = metrics.get("checks") if isinstance(metrics, dict) else None
+    if isinstance(checks, dict):
+        named = [f"{test}:{c}" for c, v in checks.items() if str(v).startswith("fail")]
+        if named:
+            return named
+    return [check_name(record, plugin, test)]
+
+
+def check_name(record: dict[str, object], plugin: str, test: str) -> str:
+    """The test function and the assertion's first clause (tests without named checks)."""
     reason = str(record.get("reason") or "").splitlines()[0] if record.get("reason") else ""
     reason = reason.removeprefix("AssertionError: ").removeprefix("Failed: ")
     reason = reason.replace(f"'{plugin}'", plugin).removeprefix(plugin).replace(plugin, "<plugin>")
@@ -170,7 +181,7 @@ class Outcome:
 
     @property
     def checks(self) -> list[str]:
-        return list(dict.fromkeys(check_name(r, self.name) for r in self.failed))
+        return list(dict.fromkeys(c for r in self.failed for c in check_names(r, self.name)))
 
 
 def collect(sessions: list[Session]) -> dict[str, Outcome]:
