@@ -201,6 +201,17 @@ def collect(sessions: list[Session]) -> dict[str, Outcome]:
     return outcomes
 
 
+def _grouped(checks: list[str]) -> str:
+    """``test:a; test:b; other:c`` -> ``test: a, b; other: c``."""
+    by_test: dict[str, list[str]] = defaultdict(list)
+    for c in checks:
+        test, _, check = c.partition(":")
+        by_test[test].append(check.strip())
+    return "; ".join(
+        f"{t}: {', '.join(c for c in cs if c)}".rstrip(": ") for t, cs in by_test.items()
+    )
+
+
 def report(
     canaries: tuple[Canary, ...], outcomes: dict[str, Outcome]
 ) -> tuple[list[str], list[str]]:
@@ -211,7 +222,7 @@ def report(
         checks = o.checks
         if not o.failed:
             survivors.append(c.name)
-        shown = "; ".join(checks[:3]) + (f"; +{len(checks) - 3} more" if len(checks) > 3 else "")
+        shown = _grouped(checks)
         print(f"{c.name:30} {c.bug[:44]:44} {o.ran:4d} {len(o.failed):6d}  {shown or 'SURVIVED'}")
     bad_controls: list[str] = []
     for control in dict.fromkeys(c.control for c in canaries):
