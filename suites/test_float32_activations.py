@@ -11,6 +11,7 @@ emulated, SQNR) apply as they do to golden cases. No golden is stored: it is com
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -54,13 +55,32 @@ def _case(scheme: str) -> LoadedLinearCase:
     return LoadedLinearCase(layer, x, y_ref, {**inputs, "x": x})
 
 
+@dataclass(frozen=True)
+class Float32Case:
+    scheme: str
+    path: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.scheme}-{self.path}-{shape_id(SHAPE)}"
+
+    def record_fields(self) -> dict[str, Any]:
+        return {
+            "suite": "float32_activations",
+            "scheme": self.scheme,
+            "path": self.path,
+            "shape": shape_id(SHAPE),
+            "bias": True,
+            "out_dtype": "bf16",
+        }
+
+
 @pytest.mark.parametrize(
-    ("scheme", "path"),
-    [(s, p) for s in SCHEMES for p in linear_paths()],
-    ids=[f"{s}-{p}-{shape_id(SHAPE)}" for s in SCHEMES for p in linear_paths()],
+    "case", [Float32Case(s, p) for s in SCHEMES for p in linear_paths()], ids=lambda c: c.id
 )
-def test_float32_activation(scheme: str, path: str, qh_platform: Any, record_checks: Any) -> None:
+def test_float32_activation(case: Float32Case, qh_platform: Any, record_checks: Any) -> None:
     """The checks of `harness.linear.checks.LINEAR_CHECKS` on a float32-valued activation."""
+    scheme, path = case.scheme, case.path
     spec = get_scheme(scheme)
     m, n, k = SHAPE
     problem = LinearProblem(m, n, k, True, OUT)
