@@ -25,6 +25,7 @@ from harness.moe.model import (
 from harness.moe.paths.kernels import MOE_KERNELS, Bf16GroupedKernel, unsort
 from harness.moe.paths.native import NativeMoEPath
 from harness.ops.grouped import grouped_mm_bf16
+from harness.paths.base import Support
 from harness.platform.info import PlatformInfo
 
 
@@ -123,11 +124,11 @@ class Mxfp4GroupedKernel(Bf16GroupedKernel):
 
     name = MXFP4_GROUPED
 
-    def accepts(self, scheme: Scheme) -> tuple[bool, str]:
+    def accepts(self, scheme: Scheme) -> Support:
         act = scheme.activation
         if scheme.weight.format != "e2m1" or act is None or act.format != "e2m1":
-            return False, "the MXFP4 kernel runs MXFP4 weights x MXFP4 activations only"
-        return True, ""
+            return Support.no("the MXFP4 kernel runs MXFP4 weights x MXFP4 activations only")
+        return Support.yes()
 
     def gemm(self, a: Operand, row_experts: torch.Tensor, w: QuantizedExperts) -> torch.Tensor:
         spec = mx_spec("e2m1", w.spec.scale_rounding, dynamic=True)
