@@ -186,13 +186,16 @@ def measure_memory(qh_platform: PlatformInfo, record_result: RecordResult) -> Me
 
     import torch
 
+    from harness.core.fastcodec import decode_fast, encode_fast
     from harness.core.formats import FORMATS, decode, encode
     from harness.memory.tracker import measure_peak
 
     # Codec tables are built once per process on first use; build them now so a test's peak
     # does not depend on which test ran first in its worker.
+    device = torch.device(qh_platform.torch_device)
     for fmt in FORMATS.values():
         decode(encode(torch.ones(1), fmt), fmt)
+        decode_fast(encode_fast(torch.ones(1, device=device), fmt), fmt)
 
     @contextmanager
     def measure() -> Iterator[PeakMeasurement]:

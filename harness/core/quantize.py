@@ -6,6 +6,11 @@ per-channel/per-token is ``(1, K)``, FP8 block scaling is ``(128, 128)`` or ``(1
 MX is ``(1, 32)``. Scales are kept as float32 values on a tile grid ``[ceil(R/r), ceil(K/c)]``;
 E8M0 (MX) scales are float32 powers of two (NaN for the 0xFF code), exactly representable,
 and are stored in their own format (uint8 E8M0 codes) by `stored_scale`.
+
+`quantize` and `QuantizedTensor.dequantize` run the fast codecs of `harness.core.fastcodec`
+and divide or multiply by the scale grid through broadcasting; ``reference=True`` runs the
+readable reference codecs (`harness.core.formats`, `harness.core.scales`) on fully expanded
+scales instead. Both give the same bits (tests/test_fastcodec.py).
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ from dataclasses import dataclass
 
 import torch
 
+from harness.core.fastcodec import decode_fast, e8m0_scale_fast, encode_fast
 from harness.core.formats import decode, e8m0_decode, e8m0_encode, encode
-from harness.core.scales import compute_scale
+from harness.core.scales import E8M0_MODES, compute_scale
 from harness.core.schemes import QuantSpec, Scheme
 
 
@@ -29,15 +35,20 @@ class QuantizedTensor:
     scale: torch.Tensor
     spec: QuantSpec
 
-    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    def dequantize(
+        self, dtype: torch.dtype = torch.float32, *, reference: bool = False
+    ) -> torch.Tensor:
         """The values the codes and scales stand for, as code * scale in ``dtype``.
 
         float64 is exact (at most 4 + 24 significant bits); float32 rounds once where a
         float32 scale times a code needs more than 24 bits (power-of-two scales are exact).
         References and error bounds use float64; the emulated path uses float32, as kernels do.
         """
-        codes = decode(self.codes, self.spec.format).to(dtype)
-        return codes * expand_scale(self.scale.to(dtype), self.spec, self.codes.shape)
+        if reference:
+            codes = decode(self.codes, self.spec.format).to(dtype)
+            return codes * expand_scale(self.scale.to(dtype), self.spec, self.codes.shape)
+        codes = decode_fast(self.codes, self.spec.format).to(dtype)
+        return _apply_to_tiles(codes, self.scale.to(dtype), self.spec, torch.mul)
 
     def to(self, device: torch.device | str) -> QuantizedTensor:
         return QuantizedTensor(self.codes.to(device), self.scale.to(device), self.spec)
@@ -116,19 +127,62 @@ def expand_scale(
     return full[: shape[0], : shape[1]]
 
 
+def _apply_to_tiles(
+    x: torch.Tensor,
+    scale: torch.Tensor,
+    spec: QuantSpec,
+    op: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+) -> torch.Tensor:
+    """``op(x, expand_scale(scale))`` element by element, broadcasting when tiles fit exactly."""
+    br, bc = tile_shape(spec, x.shape)
+    gr, gc = scale_grid(spec, x.shape)
+    if tuple(scale.shape) != (gr, gc) or gr * br != x.shape[0] or gc * bc != x.shape[1]:
+        return op(x, expand_scale(scale, spec, x.shape))  # partial edge tiles (or a bad grid)
+    tiles = x.reshape(gr, br, gc, bc)
+    return op(tiles, scale.reshape(gr, 1, gc, 1)).reshape(x.shape)
+
+
+def _tile_amax_fast(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """`tile_amax` without the zero-padded copy when the tiles cover the tensor exactly."""
+    if x.dim() == 2:
+        br, bc = tile_shape(spec, x.shape)
+        gr, gc = scale_grid(spec, x.shape)
+        if gr * br == x.shape[0] and gc * bc == x.shape[1] and x.numel():
+            return x.reshape(gr, br, gc, bc).abs().amax(dim=(1, 3))
+    return tile_amax(x, spec)
+
+
+def _compute_scale_fast(amax: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    if spec.scale_format == "e8m0" and spec.scale_rounding in E8M0_MODES:
+        return e8m0_scale_fast(amax, spec.scale_rounding, spec.format)
+    return compute_scale(amax, spec)
+
+
 def quantize(
-    x: torch.Tensor, spec: QuantSpec, scale: torch.Tensor | None = None
+    x: torch.Tensor,
+    spec: QuantSpec,
+    scale: torch.Tensor | None = None,
+    *,
+    reference: bool = False,
 ) -> QuantizedTensor:
     """Quantize a 2-D tensor; ``scale`` (tile grid) is given for static scales, else computed.
 
     The division ``x / scale`` is done in float32 (IEEE, correctly rounded, so it is the same
     on every platform), then the element codec rounds to nearest-even and saturates.
+    ``reference=True`` uses the reference codecs; the default fast ones give the same bits.
     """
     x32 = x.float()
+    if reference:
+        if scale is None:
+            scale = compute_scale(tile_amax(x32, spec), spec)
+        scale = scale.float().to(x.device)
+        codes = encode(x32 / expand_scale(scale, spec, x.shape), spec.format, spec.clamp_max)
+        return QuantizedTensor(codes, scale, spec)
     if scale is None:
-        scale = compute_scale(tile_amax(x32, spec), spec)
+        scale = _compute_scale_fast(_tile_amax_fast(x32, spec), spec)
     scale = scale.float().to(x.device)
-    codes = encode(x32 / expand_scale(scale, spec, x.shape), spec.format, spec.clamp_max)
+    scaled = _apply_to_tiles(x32, scale, spec, torch.div)
+    codes = encode_fast(scaled, spec.format, spec.clamp_max)
     return QuantizedTensor(codes, scale, spec)
 
 

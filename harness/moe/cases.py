@@ -17,6 +17,7 @@ covered by the linear suite. The (8, 2) config uses the first 8 of the 16 expert
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -132,8 +133,14 @@ def moe_inputs(scheme_name: str) -> dict[str, torch.Tensor]:
     """Seeded x [64, H], logits [64, 16], w13 [16, 2I, H], w2 [16, H, I] (bf16 values).
 
     Each expert's weights are scaled by a power of two (exact) so that |x @ w13^T| peaks
-    near GATE_UP_MAGNITUDE and the expert outputs near OUTPUT_MAGNITUDE.
+    near GATE_UP_MAGNITUDE and the expert outputs near OUTPUT_MAGNITUDE. Built once per
+    process and scheme (every MoE test of a scheme asks for them); callers get fresh copies.
     """
+    return {name: t.clone() for name, t in _moe_inputs(scheme_name).items()}
+
+
+@functools.cache
+def _moe_inputs(scheme_name: str) -> dict[str, torch.Tensor]:
     scheme = get_scheme(scheme_name)
     base = golden_entry(scheme_name)
     h, i = MOE_HIDDEN, MOE_INTERMEDIATE

@@ -1,0 +1,217 @@
+"""Fast codecs: the reference codecs of `harness.core.formats` and `harness.core.scales`, again,
+by integer arithmetic on float32 bits.
+
+The reference encoder goes through float64 and a search over each format's code table, which
+is easy to read and slow (a 4096x4096 tensor takes seconds). These functions give the same
+codes bit for bit (tests/test_fastcodec.py sweeps them against the reference) at a few passes
+over memory each:
+
+- element encode: clamp the magnitude bits to the saturation bound, then round to nearest
+  even at the format's mantissa width by add-and-shift on the float32 bits (normal range), or
+  by one float32 addition of a power of two whose ULP is the format's smallest subnormal
+  (subnormal range: IEEE addition rounds to nearest even). Sign, NaN and FNUZ's missing -0
+  are patched in place afterwards, as the reference defines them.
+- E8M0 scales: the float32 exponent field of the block's amax, moved by the mode's rule.
+- decode: one gather from the format's 256-entry value table with int32 indices.
+
+Only float32 (and bf16/fp16, widened exactly) inputs take this path; anything else goes to
+the reference. Work buffers are reused in place: at this size a fresh allocation costs as
+much as an arithmetic pass.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+from harness.core.formats import (
+    E8M0_BIAS,
+    E8M0_MAX_CODE,
+    E8M0_NAN_CODE,
+    ElementFormat,
+    Specials,
+    decode,
+    e8m0_decode,
+    encode,
+    get_format,
+)
+
+__all__ = ["decode_fast", "e8m0_codes_fast", "encode_fast", "pack_fp4_fast"]
+
+_F32_MANT_BITS = 23
+_F32_ABS_MASK = 0x7FFFFFFF
+_F32_INF_BITS = 0x7F800000
+_WIDENED_EXACTLY = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _f32_bits(value: float) -> int:
+    return int(torch.tensor(value, dtype=torch.float32).view(torch.int32))
+
+
+@dataclass(frozen=True)
+class _Encoder:
+    """Constants of one (format, saturation bound) pair, all as float32 bit patterns."""
+
+    bound_bits: int  # the saturation bound's bits: magnitudes are clamped to it first
+    min_normal_bits: int  # below this the format is subnormal
+    shift: int  # 23 - mant_bits: float32 mantissa bits the format drops
+    round_offset: int  # half an ULP minus one, minus the exponent rebias (127 - bias) << 23
+    magic: float  # 2^(emin - m + 23): its float32 ULP is the format's smallest subnormal
+    magic_bits: int
+    sign_bit: int
+    specials: Specials
+    nan_code: int | None
+
+
+@functools.cache
+def _encoder(fmt: ElementFormat, bound: float) -> _Encoder:
+    emin = 1 - fmt.bias
+    shift = _F32_MANT_BITS - fmt.mant_bits
+    magic = 2.0 ** (emin - fmt.mant_bits + _F32_MANT_BITS)
+    return _Encoder(
+        bound_bits=_f32_bits(bound),
+        min_normal_bits=_f32_bits(fmt.min_normal),
+        shift=shift,
+        round_offset=(1 << (shift - 1)) - 1 - ((127 - fmt.bias) << _F32_MANT_BITS),
+        magic=magic,
+        magic_bits=_f32_bits(magic),
+        sign_bit=fmt.sign_bit,
+        specials=fmt.specials,
+        nan_code=fmt.nan_code,
+    )
+
+
+@functools.cache
+def _magnitudes(fmt: ElementFormat) -> frozenset[float]:
+    values = decode(torch.arange(fmt.sign_bit, dtype=torch.uint8), fmt)
+    return frozenset(float(v) for v in values if bool(torch.isfinite(v)))
+
+
+def _bound(fmt: ElementFormat, clamp_max: float | None) -> float:
+    """The saturation bound, validated as the reference validates it."""
+    bound = fmt.max_finite if clamp_max is None else float(clamp_max)
+    if not 0 < bound <= fmt.max_finite or bound not in _magnitudes(fmt):
+        raise ValueError(f"clamp_max={clamp_max} is not a positive {fmt.name} value")
+    return bound
+
+
+def encode_fast(
+    x: torch.Tensor, fmt: ElementFormat | str, clamp_max: float | None = None
+) -> torch.Tensor:
+    """`harness.core.formats.encode`, bit for bit, by integer arithmetic on float32 bits."""
+    fmt = get_format(fmt) if isinstance(fmt, str) else fmt
+    bound = _bound(fmt, clamp_max)
+    if x.dtype not in _WIDENED_EXACTLY:
+        return encode(x, fmt, clamp_max)  # float64 and integer inputs: the reference decides
+    enc = _encoder(fmt, bound)
+    bits = x.detach().float().contiguous().view(torch.int32)
+
+    mag = bits & _F32_ABS_MASK
+    nan = mag > _F32_INF_BITS
+    mag.clamp_(max=enc.bound_bits)  # saturate (Inf and NaN too; NaN is patched below)
+    # Subnormal range: float32 addition rounds |x| to a multiple of the smallest subnormal.
+    # Above it this count is never below the normal-range code (the float32 grid there is at
+    # least as fine as the format's), so the smaller of the two codes is the right one.
+    sub = (mag.view(torch.float32) + enc.magic).view(torch.int32)
+    sub -= enc.magic_bits
+    # Normal range: round to nearest even at bit `shift`, rebias the exponent, shift down.
+    # Magnitudes below the smallest normal are lifted to it, so they give its code, 2^m,
+    # which is never below their subnormal code.
+    mag.clamp_(min=enc.min_normal_bits)
+    lsb = mag >> enc.shift
+    lsb &= 1
+    lsb += enc.round_offset
+    mag += lsb
+    del lsb
+    mag >>= enc.shift
+    mag.clamp_(max=sub)
+    del sub
+    code = mag.to(torch.uint8)
+    del mag
+
+    negative = bits < 0  # the float32 sign bit, NaN included
+    if enc.specials is Specials.FNUZ:
+        negative &= code != 0  # no -0 in fnuz: 0x80 is its NaN
+    sign = negative.view(torch.uint8)
+    sign <<= fmt.bits - 1
+    if enc.specials in (Specials.FN, Specials.IEEE):
+        assert enc.nan_code is not None
+        code.masked_fill_(nan, enc.nan_code)  # NaN keeps its sign
+        code |= sign
+    else:
+        code |= sign
+        # No NaN code: the negative-zero code (the MX block scale carries the NaN); FNUZ: 0x80.
+        code.masked_fill_(nan, enc.sign_bit if enc.nan_code is None else enc.nan_code)
+    return code
+
+
+@functools.cache
+def _decode_table(fmt: ElementFormat, device: torch.device) -> torch.Tensor:
+    return decode(torch.arange(1 << fmt.bits, dtype=torch.uint8), fmt).to(device)
+
+
+def decode_fast(codes: torch.Tensor, fmt: ElementFormat | str) -> torch.Tensor:
+    """`harness.core.formats.decode`, bit for bit: a gather from the same value table."""
+    fmt = get_format(fmt) if isinstance(fmt, str) else fmt
+    if codes.dtype != torch.uint8:
+        raise TypeError(f"codes must be uint8, got {codes.dtype}")
+    table = _decode_table(fmt, codes.device)
+    index = codes.reshape(-1).to(torch.int32)
+    return torch.index_select(table, 0, index).reshape(codes.shape)
+
+
+# ------------------------------------------------------------------------------- E8M0
+def e8m0_codes_fast(amax: torch.Tensor, mode: str, fmt: ElementFormat | str) -> torch.Tensor:
+    """E8M0 scale codes for blocks whose absolute maxima are ``amax``, for one scale mode.
+
+    Same rules as `harness.core.scales` (see its docstring): floor, rceil, even, ceil on the
+    float32 exponent and mantissa fields of amax; clamp to [0, 0xFE]; zero or subnormal amax
+    gives code 0; NaN or Inf gives 0xFF.
+    """
+    fmt = get_format(fmt) if isinstance(fmt, str) else fmt
+    bits = amax.float().contiguous().view(torch.int32) & _F32_ABS_MASK
+    exp_field = bits >> _F32_MANT_BITS
+    emax = fmt.emax
+    if mode == "floor":
+        code = exp_field - emax
+    elif mode == "ceil":
+        code = exp_field + ((bits & ((1 << _F32_MANT_BITS) - 1)) != 0).to(torch.int32)
+        code -= emax
+    elif mode == "rceil":
+        max_mant = _f32_bits(fmt.max_finite) & ((1 << _F32_MANT_BITS) - 1)
+        code = exp_field + ((bits & ((1 << _F32_MANT_BITS) - 1)) > max_mant).to(torch.int32)
+        code -= emax
+    elif mode == "even":
+        # Adding half an ULP at the element's width to the whole bit pattern carries into
+        # the exponent field exactly when the mantissa rounds up to the next power of two.
+        code = (bits + (1 << (_F32_MANT_BITS - fmt.mant_bits - 1))) >> _F32_MANT_BITS
+        code -= emax
+    else:
+        raise KeyError(f"unknown E8M0 scale mode {mode!r}")
+    # exp_field - 127 - emax is the exponent; + E8M0_BIAS (127) is the code.
+    code.clamp_(0, E8M0_MAX_CODE)
+    code.masked_fill_(exp_field == 0, 0)  # zero or float32-subnormal amax: 2^-127
+    code.masked_fill_(exp_field == 0xFF, E8M0_NAN_CODE)  # NaN or Inf in the block
+    assert E8M0_BIAS == 127
+    return code.to(torch.uint8).reshape(amax.shape)
+
+
+def e8m0_scale_fast(amax: torch.Tensor, mode: str, fmt: ElementFormat | str) -> torch.Tensor:
+    """float32 scales of `e8m0_codes_fast` (the same values `compute_scale` returns)."""
+    return e8m0_decode(e8m0_codes_fast(amax, mode, fmt))
+
+
+# -------------------------------------------------------------------------- FP4 pack
+def pack_fp4_fast(codes: torch.Tensor) -> torch.Tensor:
+    """`harness.core.formats.pack_fp4`: element 0 in the low nibble, same checks."""
+    if codes.shape[-1] % 2:
+        raise ValueError(f"last dim must be even to pack FP4, got {codes.shape[-1]}")
+    if codes.numel() and int(codes.max()) > 0xF:
+        raise ValueError("FP4 codes must be < 16")
+    pairs = codes.contiguous().view(*codes.shape[:-1], codes.shape[-1] // 2, 2)
+    lo, hi = pairs.unbind(-1)
+    out = hi << 4
+    out |= lo
+    return out
