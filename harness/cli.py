@@ -463,7 +463,8 @@ def cmd_repro(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------- selftest
 def cmd_selftest(args: argparse.Namespace) -> int:
-    """Lint, type-check, golden integrity, then self-tests and suites; first failure stops it."""
+    """Lint, type-check, golden integrity, self-tests and suites, then the canaries (every
+    faulty plugin caught, every control passing); the first failure stops it."""
     steps: list[tuple[str, list[str]]] = [
         ("ruff check", [sys.executable, "-m", "ruff", "check", "."]),
         ("ruff format", [sys.executable, "-m", "ruff", "format", "--check", "."]),
@@ -484,6 +485,10 @@ def cmd_selftest(args: argparse.Namespace) -> int:
                 *_xdist_workers(args.workers),
                 *args.pytest_args,
             ],
+        ),
+        (
+            "canaries: faulty plugins, one per bug class, each must be caught (tests/canaries)",
+            [sys.executable, "-m", "tests.canaries"],
         ),
     ]
     for label, cmd in steps:

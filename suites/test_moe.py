@@ -47,7 +47,7 @@ from harness.moe.model import (
     quantize_experts,
     route,
 )
-from harness.moe.paths import MoEProblem, get_moe_path
+from harness.moe.paths import MoEProblem, get_moe_path, moe_paths
 from harness.moe.paths.kernels import MOE_KERNELS
 from harness.moe.paths.native import NativeMoEPath
 from harness.paths.base import is_reference, kernel_name
@@ -69,6 +69,19 @@ def test_moe_dispatch_table_is_consistent() -> None:
     kernel decision is one the kernel's contract accepts."""
     problems = dispatch_problems(SCHEMES, MOE_KERNELS)
     assert not problems, "MoE dispatch table:\n  " + "\n  ".join(problems)
+
+
+def _paths_with_dispatch_tables() -> list[str]:
+    return [n for n, p in moe_paths().items() if hasattr(p, "table") and hasattr(p, "kernels")]
+
+
+@pytest.mark.parametrize("path", _paths_with_dispatch_tables())
+def test_moe_path_dispatch_table_is_consistent(path: str) -> None:
+    """The same checks for the table and kernels of every registered MoE path that
+    dispatches by table: a decision its kernel refuses would only ever show as a skip."""
+    moe_path: Any = get_moe_path(path)
+    problems = dispatch_problems(SCHEMES, moe_path.kernels, moe_path.table)
+    assert not problems, f"MoE path {path!r} dispatch table:\n  " + "\n  ".join(problems)
 
 
 @pytest.mark.parametrize("scheme", sorted(SCHEMES))

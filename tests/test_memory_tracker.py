@@ -251,3 +251,64 @@ def test_tracker_matches_cuda_allocator(program: str) -> None:
         allocator.retained_bytes,
     )
     del result
+
+
+# ------------------------------------------- the allocator branch, without a GPU
+class _ScriptedAllocator:
+    """torch.cuda as measure_peak sees it: allocator statistics, a block cache, and other
+    processes' memory, which only ``mem_get_info`` (total minus free) would count."""
+
+    TOTAL = 80 << 30
+
+    def __init__(self) -> None:
+        self.allocated = 1000  # live before the region (not counted)
+        self.peak = 10**7  # stale peak of an earlier region: must be reset
+        self.cached = 10**6  # blocks the allocator keeps after frees
+        self.other_processes = 1 << 30
+
+    def allocate(self, nbytes: int) -> None:
+        self.allocated += nbytes
+        self.peak = max(self.peak, self.allocated)
+        self.cached = max(self.cached, self.allocated)
+
+    def functions(self) -> dict[str, Callable[..., object]]:
+        def empty_cache() -> None:
+            self.cached = self.allocated
+
+        def reset_peak_memory_stats(device: object = None) -> None:
+            self.peak = self.allocated
+
+        def mem_get_info(device: object = None) -> tuple[int, int]:
+            return self.TOTAL - self.cached - self.other_processes, self.TOTAL
+
+        return {
+            "is_available": lambda: True,
+            "current_device": lambda: 0,
+            "synchronize": lambda device=None: None,
+            "empty_cache": empty_cache,
+            "reset_peak_memory_stats": reset_peak_memory_stats,
+            "memory_allocated": lambda device=None: self.allocated,
+            "max_memory_allocated": lambda device=None: self.peak,
+            "mem_get_info": mem_get_info,
+        }
+
+
+@pytest.mark.parametrize("device", ["cuda", "rocm"])
+def test_measure_peak_on_cuda_alike_platforms_reads_allocator_statistics(
+    device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On CUDA *and* ROCm the peak is max_memory_allocated after empty_cache + reset, minus
+    the allocation at the start; not total minus free, not the CPU tracker."""
+    fake = _ScriptedAllocator()
+    for name, function in fake.functions().items():
+        monkeypatch.setattr(torch.cuda, name, function)
+    platform = PlatformInfo(device, "sm_90" if device == "cuda" else "gfx942", "t", "t", None, None)
+    with measure_peak(platform) as m:
+        fake.allocate(3000)
+        fake.allocate(-2000)
+        fake.other_processes += 1 << 20  # another process grows meanwhile
+        fake.allocate(500)
+    assert (m.method, m.peak_bytes, m.retained_bytes) == ("cuda_allocator", 3000, 1500), (
+        f"allocator statistics not read on {device}: {m.method}, peak {m.peak_bytes}, "
+        f"retained {m.retained_bytes}; expected cuda_allocator, 3000, 1500"
+    )

@@ -7,7 +7,9 @@ Each stage is checked where it can be checked honestly (bounds: harness/moe/boun
    the checks below need them);
 3. ``output_finite``, ``intermediate_finite``: no NaN/Inf;
 4. ``intermediate_vs_golden``: the intermediate before quantization within its derived
-   bound of the golden's;
+   bound of the golden's; ``intermediate_is_silu_of_gate_up``: it is SiLU(g) * u of the
+   path's own GEMM-1 output evaluated in float32 (a reduced-precision activation hides
+   inside the GEMM bounds otherwise);
 5. ``intermediate_scales``, ``intermediate_codes``: the path's intermediate scales and codes
    are exactly the scheme's quantization of its own intermediate;
    ``intermediate_codes_within_bound``: each code lies between the codes of (golden -
@@ -45,7 +47,14 @@ from harness.core.quantize import quantize
 from harness.moe.agreement import GemmAgreement, gemm_agreement
 from harness.moe.bounds import intermediate_bound, intermediate_delta, output_bound
 from harness.moe.cases import LoadedMoECase
-from harness.moe.model import MoELayer, MoETrace, Routing, down_and_combine_f64, quantize_operand
+from harness.moe.model import (
+    MoELayer,
+    MoETrace,
+    Routing,
+    down_and_combine_f64,
+    quantize_operand,
+    silu_and_mul,
+)
 from harness.paths.base import Numerics
 
 U32 = unit_roundoff(torch.float32)
@@ -58,6 +67,7 @@ MOE_CHECKS = (
     "output_finite",
     "intermediate_finite",
     "intermediate_vs_golden",
+    "intermediate_is_silu_of_gate_up",
     "intermediate_scales",
     "intermediate_codes",
     "intermediate_codes_within_bound",
@@ -65,7 +75,7 @@ MOE_CHECKS = (
     "gemm1_agreement",
     "gemm2_agreement",
 )
-QUANTIZED_INTERMEDIATE_CHECKS = MOE_CHECKS[7:10]
+QUANTIZED_INTERMEDIATE_CHECKS = MOE_CHECKS[8:11]
 
 
 def routing_checks(routing: Routing, loaded: LoadedMoECase) -> list[CheckResult]:
@@ -95,6 +105,24 @@ def shape_checks(trace: MoETrace, loaded: LoadedMoECase, hidden: int) -> list[Ch
 def intermediate_values(trace: MoETrace) -> torch.Tensor:
     """What the path fed to its second GEMM: dequantized codes, or the float intermediate."""
     return trace.act.cpu() if trace.act_q is None else trace.act_q.to("cpu").dequantize()
+
+
+# Two float32 evaluations of SiLU(g) * u = g * sigmoid(g) * u (exp, add, divide, two
+# multiplies; exp itself within a couple of ulps) each err by a few u32: 16 u32 relative
+# between them. A bf16 evaluation errs by ~2^-9 relative, 2^15 times more.
+SILU_FP32_ULPS = 16
+
+
+def check_silu_of_gate_up(act: torch.Tensor, trace: MoETrace) -> CheckResult:
+    """The intermediate is SiLU-and-mul of the path's own gate/up output, in float32."""
+    name = "intermediate_is_silu_of_gate_up"
+    if trace.gate_up is None:
+        return not_applicable(name, "the trace has no gate_up (gemm1_agreement reports it)")
+    own = silu_and_mul(trace.gate_up.cpu().float())
+    bound = SILU_FP32_ULPS * U32 * own.double().abs()
+    return check_within_bound(
+        name, act, own, bound, "intermediate vs SiLU-and-mul of its own gate_up in float32"
+    )
 
 
 @dataclass(frozen=True)
@@ -233,6 +261,7 @@ def moe_block_checks(
             "intermediate vs golden",
             worst_ratio="act_worst_error_to_bound",
         ),
+        check_silu_of_gate_up(act, trace),
         *_intermediate_quantization_checks(act, trace, loaded, act_bound),
         check_within_bound(
             "output_vs_own_intermediate",

@@ -1,0 +1,104 @@
+"""Linear layers fed float32 activations that carry bits below bfloat16 precision.
+
+The golden inputs are bfloat16-valued, as most models' activations are, so a path that
+rounds its activation to bfloat16 before scaling and quantizing it is invisible there. Here
+the activation holds float32 bits (as fp32 residual streams and fp16 models give): the
+reference quantizer (itself checked bit for bit against the goldens by test_linear.py)
+quantizes it, the float64 product of the dequantized operands is the reference, and the
+linear suite's named checks (`harness.linear.checks`: bound, rounding interval, bits vs
+emulated, SQNR) apply as they do to golden cases. No golden is stored: it is computed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import torch
+
+from harness.core.inputs import generator
+from harness.core.quantize import quantize_activation, quantize_linear
+from harness.core.schemes import get_scheme
+from harness.linear.cases import LoadedLinearCase, linear_inputs, shape_id
+from harness.linear.checks import expected_output, linear_checks
+from harness.paths import LinearProblem, get_path, linear_paths
+from harness.paths.base import is_reference, output_roundings
+
+# One scheme per activation handling: static per-tensor, dynamic per-token, unquantized,
+# MX blocks.
+SCHEMES = ("fp8_per_tensor", "fp8_per_channel", "w_mxfp4", "w_mxfp8_a_mxfp8")
+SHAPE = (8, 128, 256)
+OUT = torch.bfloat16
+
+
+def _float32_activation(scheme: str) -> torch.Tensor:
+    """The golden case's bf16 activation with every element perturbed below bf16 precision
+    (a relative 2^-10 .. 2^-9, sign seeded), so almost no element is a bf16 value."""
+    x = linear_inputs(scheme, SHAPE)["x"]
+    gen = generator(f"float32_activations/{scheme}")
+    u = torch.rand(x.shape, generator=gen)
+    sign = torch.where(torch.rand(x.shape, generator=gen) < 0.5, -1.0, 1.0)
+    return (x * (1 + sign * (1 + u) * 2.0**-10)).float()
+
+
+def _case(scheme: str) -> LoadedLinearCase:
+    """The case as a golden would hold it, computed here: layer, input and the float64
+    product of the dequantized operands (rounded to float32, as goldens store it)."""
+    spec = get_scheme(scheme)
+    inputs = linear_inputs(scheme, SHAPE)
+    x = _float32_activation(scheme)
+    layer = quantize_linear(inputs["w"], inputs["bias"], spec, calibration=x)
+    xq = quantize_activation(x, spec, layer.input_scale)
+    a = x.double() if xq is None else xq.dequantize(torch.float64)
+    y_ref = (a @ layer.weight.dequantize(torch.float64).t()).float()
+    return LoadedLinearCase(layer, x, y_ref, {**inputs, "x": x})
+
+
+@dataclass(frozen=True)
+class Float32Case:
+    scheme: str
+    path: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.scheme}-{self.path}-{shape_id(SHAPE)}"
+
+    def record_fields(self) -> dict[str, Any]:
+        return {
+            "suite": "float32_activations",
+            "scheme": self.scheme,
+            "path": self.path,
+            "shape": shape_id(SHAPE),
+            "bias": True,
+            "out_dtype": "bf16",
+        }
+
+
+@pytest.mark.parametrize(
+    "case", [Float32Case(s, p) for s in SCHEMES for p in linear_paths()], ids=lambda c: c.id
+)
+def test_float32_activation(case: Float32Case, qh_platform: Any, record_checks: Any) -> None:
+    """The checks of `harness.linear.checks.LINEAR_CHECKS` on a float32-valued activation."""
+    scheme, path = case.scheme, case.path
+    spec = get_scheme(scheme)
+    m, n, k = SHAPE
+    problem = LinearProblem(m, n, k, True, OUT)
+    linear_path = get_path(path)
+    support = linear_path.supports(spec, problem, qh_platform)
+    if not support.ok:
+        pytest.skip(support.reason)
+    loaded = _case(scheme)
+    x = loaded.x
+    assert float((x != x.to(torch.bfloat16).float()).float().mean()) > 0.9
+    device = qh_platform.torch_device
+    layer = loaded.layer.to(device)
+    y = linear_path.forward(layer, x.to(device), OUT).cpu()
+    assert y.shape == (m, n)
+    assert y.dtype == OUT
+    y_emulated = None
+    if not is_reference(linear_path):
+        y_emulated = get_path("emulated").forward(layer, x.to(device), OUT).cpu()
+    roundings = output_roundings(linear_path, spec, problem)
+    expected = expected_output(loaded, spec, True, OUT, roundings)
+    record_checks(linear_checks(y, y_emulated, expected, path))

@@ -1,0 +1,158 @@
+"""MoE canaries (``qharness.moe_paths``) and a faulty dispatch table.
+
+Control: `ControlMoEPath`, the built-in native MoE path (dispatch table and grouped kernels)
+under another name. Each canary changes one thing: the routing it hands to the block, the
+kernel's group bookkeeping, the activation's precision, or the dispatch table.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from harness.core.quantize import quantize
+from harness.core.schemes import SCHEMES, Scheme, mx_spec
+from harness.moe.dispatch import EMULATE, GROUPED_BF16, MOE_NATIVE_DISPATCH
+from harness.moe.model import (
+    MoELayer,
+    MoETrace,
+    Operand,
+    QuantizedExperts,
+    Routing,
+    combine,
+    gather_rows,
+    quantize_operand,
+)
+from harness.moe.paths.kernels import MOE_KERNELS, Bf16GroupedKernel, unsort
+from harness.moe.paths.native import NativeMoEPath
+from harness.ops.grouped import grouped_mm_bf16
+from harness.paths.base import Support
+from harness.platform.info import PlatformInfo
+
+
+class ControlMoEPath(NativeMoEPath):
+    """Correct: the built-in native MoE path under another name."""
+
+    name = "control_moe"
+
+
+class RoutingSlotOrder(ControlMoEPath):
+    """MoE routing order: each token's experts are sorted by index for the kernel, but the
+    routing weights stay in their original (descending-logit) slot order."""
+
+    name = "canary_moe_routing_order"
+
+    def forward(
+        self, layer: MoELayer, x: torch.Tensor, routing: Routing, platform: PlatformInfo
+    ) -> MoETrace:
+        ids = torch.sort(routing.ids, dim=1).values
+        return super().forward(
+            layer, x, Routing(ids, routing.weights, routing.num_experts), platform
+        )
+
+
+class AlwaysRenormalize(ControlMoEPath):
+    """Renormalization: the path renormalizes the top-k weights whatever the router said."""
+
+    name = "canary_moe_renormalize"
+
+    def forward(
+        self, layer: MoELayer, x: torch.Tensor, routing: Routing, platform: PlatformInfo
+    ) -> MoETrace:
+        w = routing.weights / routing.weights.sum(dim=1, keepdim=True)
+        return super().forward(layer, x, Routing(routing.ids, w, routing.num_experts), platform)
+
+
+class UniqueCountsKernel(Bf16GroupedKernel):
+    """Expert index: group sizes come from ``torch.unique(return_counts=True)``, which skips
+    experts without tokens, so after an empty expert every group lands on the wrong one."""
+
+    def gemm(self, a: Operand, row_experts: torch.Tensor, w: QuantizedExperts) -> torch.Tensor:
+        order = torch.argsort(row_experts, stable=True)
+        _, present = torch.unique(row_experts, return_counts=True)
+        counts = torch.zeros(w.num_experts, dtype=torch.int64, device=row_experts.device)
+        counts[: present.numel()] = present  # the one change: no bincount(minlength=E)
+        a_sorted = a.values[order].to(torch.bfloat16)
+        y = grouped_mm_bf16(a_sorted, w.dequantize().to(torch.bfloat16), counts)
+        return unsort(y.float(), order)
+
+
+class ExpertIndex(ControlMoEPath):
+    """Expert index: the native path with `UniqueCountsKernel` as its bf16 grouped GEMM."""
+
+    name = "canary_moe_expert_index"
+
+    def __init__(self) -> None:
+        super().__init__(kernels={**MOE_KERNELS, GROUPED_BF16: UniqueCountsKernel()})
+
+
+def run_moe_silu_bf16(layer: MoELayer, x: torch.Tensor, routing: Routing, gemm: object) -> MoETrace:
+    """`harness.moe.model.run_moe` with SiLU-and-mul evaluated in bf16 (the one change)."""
+    spec = layer.scheme.activation
+    experts = routing.row_experts()
+    a1 = gather_rows(quantize_operand(x, spec, layer.a1_scale), routing.row_tokens())
+    gate_up = gemm(a1, experts, layer.w13)  # type: ignore[operator]
+    g, u = gate_up.to(torch.bfloat16).chunk(2, dim=-1)
+    act = (torch.nn.functional.silu(g) * u).float()
+    a2 = quantize_operand(act, spec, layer.a2_scale)
+    y = gemm(a2, experts, layer.w2)  # type: ignore[operator]
+    return MoETrace(
+        out=combine(y, routing), act=act, act_q=a2.quantized, gate_up=gate_up.float(), y=y.float()
+    )
+
+
+class SiluInBf16(ControlMoEPath):
+    """Activation precision: SiLU-and-mul runs in bf16 instead of float32."""
+
+    name = "canary_moe_silu_bf16"
+
+    def forward(
+        self, layer: MoELayer, x: torch.Tensor, routing: Routing, platform: PlatformInfo
+    ) -> MoETrace:
+        kernel, reason = self.kernel_for(layer.scheme, platform)
+        if kernel is None:
+            raise ValueError(reason)
+        return run_moe_silu_bf16(layer, x, routing, kernel.gemm)
+
+
+# ------------------------------------------------------------- dispatch table canary
+MXFP4_GROUPED = "grouped_mm.mxfp4"
+
+
+class Mxfp4GroupedKernel(Bf16GroupedKernel):
+    """A pure-MXFP4 grouped kernel: it quantizes activations to MXFP4 itself, so its
+    contract is MXFP4 weights with MXFP4 activations."""
+
+    name = MXFP4_GROUPED
+
+    def accepts(self, scheme: Scheme) -> Support:
+        act = scheme.activation
+        if scheme.weight.format != "e2m1" or act is None or act.format != "e2m1":
+            return Support.no("the MXFP4 kernel runs MXFP4 weights x MXFP4 activations only")
+        return Support.yes()
+
+    def gemm(self, a: Operand, row_experts: torch.Tensor, w: QuantizedExperts) -> torch.Tensor:
+        spec = mx_spec("e2m1", w.spec.scale_rounding, dynamic=True)
+        as_mxfp4 = Operand(quantize(a.values, spec).dequantize(), None)
+        return super().gemm(as_mxfp4, row_experts, w)
+
+
+def _prefix_table() -> dict[str, dict[str, frozenset[str]]]:
+    """The cpu row rebuilt with a name-prefix test: ``startswith("w_mxfp4")`` -> MXFP4."""
+    cpu = MOE_NATIVE_DISPATCH["cpu"]
+    everything = frozenset().union(*cpu.values())
+    mxfp4 = frozenset(n for n in everything if n.startswith("w_mxfp4"))
+    return {"cpu": {MXFP4_GROUPED: mxfp4, GROUPED_BF16: everything - mxfp4, EMULATE: frozenset()}}
+
+
+class Mxfp4PrefixTable(ControlMoEPath):
+    """Seed bug, prefix dispatch of mixed MX schemes, in an MoE dispatch table."""
+
+    name = "canary_moe_mxfp4_prefix"
+
+    def __init__(self) -> None:
+        super().__init__(
+            table=_prefix_table(), kernels={**MOE_KERNELS, MXFP4_GROUPED: Mxfp4GroupedKernel()}
+        )
+
+
+assert all(n in SCHEMES for n in _prefix_table()["cpu"][MXFP4_GROUPED])

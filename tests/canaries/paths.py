@@ -1,0 +1,345 @@
+"""Linear-path canaries (``qharness.paths``): each differs from its control in one respect.
+
+Controls: `ControlKernelPath` (the float32 kernel model, `common.KernelModelPath`) and
+`ControlNativePath` (the built-in native path under another name). Every canary subclasses
+one of them and overrides one hook; its docstring names the bug class and the one change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from harness.core.formats import decode, get_format, pack_fp4, unpack_fp4
+from harness.core.quantize import (
+    QuantizedLinear,
+    QuantizedTensor,
+    expand_scale,
+    quantize,
+    quantize_activation,
+    tile_amax,
+    tile_shape,
+)
+from harness.core.scales import compute_scale
+from harness.core.schemes import Scheme, mx_spec
+from harness.paths.base import LinearProblem, Support
+from harness.paths.native import NativeScaledMMPath
+from harness.platform.info import PlatformInfo
+from tests.canaries.common import (
+    KernelModelPath,
+    dequantize_with,
+    encode_ties_away,
+    quantize_with,
+)
+
+
+# ------------------------------------------------------------------------- controls
+class ControlKernelPath(KernelModelPath):
+    """Correct: the float32 kernel model. Must pass every test its canaries are run on."""
+
+    name = "control_kernel"
+
+
+class ControlNativePath(NativeScaledMMPath):
+    """Correct: the built-in native path under another name."""
+
+    name = "control_native"
+
+
+def _activation_with(x: torch.Tensor, layer: QuantizedLinear, **parts: object) -> torch.Tensor:
+    """The scheme's activation quantization through `quantize_with` with ``parts`` swapped."""
+    spec = layer.scheme.activation
+    if spec is None:
+        return x.float()
+    static = None if spec.dynamic else layer.input_scale
+    return quantize_with(x, spec, static, **parts).dequantize()  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------- seed bugs (native)
+class NativeDropsBias(ControlNativePath):
+    """Seed bug, dropped bias on the native path: the kernel is called without the bias."""
+
+    name = "canary_native_nobias"
+
+    def forward(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
+    ) -> torch.Tensor:
+        return super().forward(dataclasses.replace(layer, bias=None), x, out_dtype)
+
+
+class NativeOneDimScales(ControlNativePath):
+    """Seed bug, 1-D scales to a row-wise kernel: scales are passed as they are stored, and
+    the kernel reads a 1-D scale as a tensor-wise one (its first element)."""
+
+    name = "canary_native_1d_scales"
+
+    def forward(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
+    ) -> torch.Tensor:
+        xq = quantize_activation(x, layer.scheme, layer.input_scale)
+        assert xq is not None
+        w = layer.weight
+        fp8 = get_format(w.spec.format).to_torch_dtype()
+        a, b = xq.codes.view(fp8), w.codes.view(fp8).t()
+        # The one change: no reshape to (M, 1) / (1, N); a 1-D scale acts as its element 0.
+        sa, sb = xq.scale.float().reshape(-1)[0], w.scale.float().reshape(-1)[0]
+        bias = None if layer.bias is None else layer.bias.to(out_dtype)
+        return torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, bias=bias, out_dtype=out_dtype)
+
+
+class NativeNoFp32Bias(ControlNativePath):
+    """Bias per output dtype: the kernel's fp32-output variant silently skips the bias."""
+
+    name = "canary_native_fp32_nobias"
+
+    def forward(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
+    ) -> torch.Tensor:
+        if out_dtype == torch.float32:
+            layer = dataclasses.replace(layer, bias=None)
+        return super().forward(layer, x, out_dtype)
+
+
+class NativeWeightCache(ControlNativePath):
+    """Weight caching: the first call dequantizes the weight to float32 and keeps it on the
+    layer; every call multiplies that cached copy instead of the codes."""
+
+    name = "canary_native_weight_cache"
+
+    def forward(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
+    ) -> torch.Tensor:
+        cached = getattr(layer, "_dequantized_weight", None)
+        if cached is None:
+            cached = layer.weight.dequantize()
+            layer._dequantized_weight = cached  # type: ignore[attr-defined]
+        xq = quantize_activation(x, layer.scheme, layer.input_scale)
+        a = x.float() if xq is None else xq.dequantize()
+        y = a @ cached.t()
+        if layer.bias is not None:
+            y = y + layer.bias.float()
+        return y.to(out_dtype)
+
+
+# ------------------------------------------------------ activation quantization bugs
+class TiesAway(ControlKernelPath):
+    """Rounding ties: activations round half away from zero instead of to even."""
+
+    name = "canary_ties_away"
+
+    def activation(self, x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
+        return _activation_with(x, layer, encode_fn=encode_ties_away)
+
+
+class Clamp240(ControlKernelPath):
+    """Clamp: activations saturate at the format's 240 instead of the scheme's 224."""
+
+    name = "canary_clamp240"
+
+    def activation(self, x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
+        spec = layer.scheme.activation
+        assert spec is not None
+        spec = dataclasses.replace(spec, clamp_max=None)
+        return quantize(x, spec, None if spec.dynamic else layer.input_scale).dequantize()
+
+
+class StaticScaleIgnored(ControlKernelPath):
+    """Static scale ignored: a dynamic per-tensor scale is computed from each batch."""
+
+    name = "canary_static_ignored"
+
+    def activation(self, x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
+        spec = layer.scheme.activation
+        assert spec is not None
+        return quantize(x, spec, None).dequantize()
+
+
+class SpecialValuesFlushed(ControlKernelPath):
+    """Special values: NaN and inf in the activation are replaced (nan_to_num) before
+    quantization, so they never reach the output as NaN."""
+
+    name = "canary_specials_flushed"
+
+    def activation(self, x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
+        return super().activation(torch.nan_to_num(x), layer)
+
+
+class AssumesContiguous(ControlKernelPath):
+    """Strided input: the activation is read with row-major strides whatever its layout."""
+
+    name = "canary_assumes_contiguous"
+
+    def activation(self, x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
+        m, k = x.shape
+        return super().activation(x.as_strided((m, k), (k, 1)), layer)
+
+
+def _whole_blocks_amax(x: torch.Tensor, spec: object) -> torch.Tensor:
+    """Tile amax from whole column blocks only; a partial last block reuses the last whole
+    block's amax (as a kernel that sizes its scale loop by K // block does)."""
+    cols = tile_shape(spec, x.shape)[1]  # type: ignore[arg-type]
+    whole = (x.shape[1] // cols) * cols
+    full = tile_amax(x, spec)  # type: ignore[arg-type]
+    if whole in (0, x.shape[1]):
+        return full
+    head = tile_amax(x[:, :whole], spec)  # type: ignore[arg-type]
+    return torch.cat([head, head[:, -1:]], dim=1)
+
+
+class PartialBlockScale(ControlKernelPath):
+    """Partial blocks: the scale of a partial last block is the last whole block's."""
+
+    name = "canary_partial_block"
+
+    def activation(self, x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
+        return _activation_with(x, layer, amax_fn=_whole_blocks_amax)
+
+
+class ScaleRoundingRceil(ControlKernelPath):
+    """Scale rounding mode: E8M0 activation scales use rceil whatever the scheme says."""
+
+    name = "canary_scale_rceil"
+
+    def activation(self, x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
+        def rceil(amax: torch.Tensor, spec: object) -> torch.Tensor:
+            return compute_scale(amax, dataclasses.replace(spec, scale_rounding="rceil"))  # type: ignore[type-var]
+
+        return _activation_with(x, layer, scale_fn=rceil)
+
+
+class Bf16BeforeScale(ControlKernelPath):
+    """bf16 round trip before the scale: the activation is cast to bf16 before it is
+    scaled and quantized (or, unquantized, multiplied)."""
+
+    name = "canary_bf16_before_scale"
+
+    def activation(self, x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
+        return super().activation(x.to(torch.bfloat16).float(), layer)
+
+
+class ChannelAxis(ControlKernelPath):
+    """Per-channel axis: per-token activation scales are taken per K column instead."""
+
+    name = "canary_channel_axis"
+
+    def activation(self, x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
+        spec = layer.scheme.activation
+        assert spec is not None
+        return quantize(x.t().contiguous(), spec).dequantize().t()
+
+
+class Mxfp4PrefixDispatch(ControlKernelPath):
+    """Seed bug, prefix dispatch of mixed MX schemes: ``startswith("w_mxfp4")`` sends every
+    w_mxfp4* scheme to the pure-MXFP4 kernel, which quantizes activations as MXFP4."""
+
+    name = "canary_mxfp4_prefix"
+
+    def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
+        if scheme.name.startswith("w_mxfp4"):
+            return Support.yes()
+        return Support.no("canary_mxfp4_prefix: MXFP4 kernel only")
+
+    def activation(self, x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
+        mode = layer.scheme.weight.scale_rounding
+        return quantize(x, mx_spec("e2m1", mode, dynamic=True)).dequantize()
+
+
+# ------------------------------------------------------------------ weight decoding
+def _expand_tiled(scale: torch.Tensor, spec: object, shape: torch.Size) -> torch.Tensor:
+    """Scale grid -> full tensor with ``repeat`` (tiles the grid) where ``repeat_interleave``
+    (repeats each block's scale) is meant."""
+    expand_scale(scale, spec, shape)  # same shape checks as the reference  # type: ignore[arg-type]
+    br, bc = tile_shape(spec, shape)  # type: ignore[arg-type]
+    return scale.repeat(br, bc)[: shape[0], : shape[1]]
+
+
+class BlockIndex(ControlKernelPath):
+    """Block-index error: weight scales are tiled (block i gets scale i mod n) instead of
+    repeated per block."""
+
+    name = "canary_block_index"
+
+    def weight(self, layer: QuantizedLinear) -> torch.Tensor:
+        return dequantize_with(layer.weight, expand_fn=_expand_tiled)
+
+
+class Fp4NibbleOrder(ControlKernelPath):
+    """FP4 nibble order: packed weights are unpacked high nibble first."""
+
+    name = "canary_fp4_nibble_order"
+
+    def weight(self, layer: QuantizedLinear) -> torch.Tensor:
+        w = layer.weight
+        if w.spec.format != "e2m1":
+            return super().weight(layer)
+        packed = pack_fp4(w.codes)
+        swapped = unpack_fp4(((packed & 0xF) << 4) | (packed >> 4))
+        return QuantizedTensor(swapped, w.scale, w.spec).dequantize()
+
+
+def _decode_e2m1_wrong_subnormal(codes: torch.Tensor, fmt: str) -> torch.Tensor:
+    """e2m1 table with the subnormal 0.5 read as 0.25 (exponent bias applied to it too)."""
+    values = decode(codes, fmt)
+    if fmt != "e2m1":
+        return values
+    return torch.where(values.abs() == 0.5, values / 2, values)
+
+
+class Fp4DecodeTable(ControlKernelPath):
+    """FP4 decode table: the weight's e2m1 subnormal (+-0.5) decodes as +-0.25."""
+
+    name = "canary_fp4_decode_table"
+
+    def weight(self, layer: QuantizedLinear) -> torch.Tensor:
+        return dequantize_with(layer.weight, decode_fn=_decode_e2m1_wrong_subnormal)
+
+
+# ---------------------------------------------------------- accumulation and output
+class Bf16Accumulation(ControlKernelPath):
+    """Accumulation precision: partial sums of 32-wide K chunks accumulate in bf16."""
+
+    name = "canary_bf16_accumulation"
+
+    def matmul(self, a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        acc = torch.zeros(a.shape[0], w.shape[0], dtype=torch.bfloat16, device=a.device)
+        for k0 in range(0, a.shape[1], 32):
+            part = super().matmul(a[:, k0 : k0 + 32], w[:, k0 : k0 + 32])
+            acc = (acc.float() + part).to(torch.bfloat16)
+        return acc.float()
+
+
+class OutDtypeViaBf16(ControlKernelPath):
+    """out_dtype: the result is produced in bf16 and then cast to the requested dtype."""
+
+    name = "canary_out_dtype_via_bf16"
+
+    def epilogue(
+        self, y: torch.Tensor, bias: torch.Tensor | None, out_dtype: torch.dtype
+    ) -> torch.Tensor:
+        return super().epilogue(y, bias, torch.bfloat16).to(out_dtype)
+
+
+__all__ = [
+    "AssumesContiguous",
+    "Bf16Accumulation",
+    "Bf16BeforeScale",
+    "BlockIndex",
+    "ChannelAxis",
+    "Clamp240",
+    "ControlKernelPath",
+    "ControlNativePath",
+    "Fp4DecodeTable",
+    "Fp4NibbleOrder",
+    "Mxfp4PrefixDispatch",
+    "NativeDropsBias",
+    "NativeNoFp32Bias",
+    "NativeOneDimScales",
+    "NativeWeightCache",
+    "OutDtypeViaBf16",
+    "PartialBlockScale",
+    "ScaleRoundingRceil",
+    "SpecialValuesFlushed",
+    "StaticScaleIgnored",
+    "TiesAway",
+]

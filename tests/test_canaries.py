@@ -1,0 +1,84 @@
+"""The canaries are realistic and their catalog is consistent (the run itself is
+``python -m tests.canaries``, a step of ``python -m harness selftest``).
+
+Realistic means: on a golden case of the first scheme it is run on, a canary returns finite
+numbers of the right shape, not all zeros, without raising, as its control does.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+import pytest
+import torch
+
+from harness.linear.cases import load_linear_case
+from harness.loading.cases import checkpoint_from_golden
+from harness.loading.cases import golden_entry as loading_entry
+from harness.moe.cases import MoECase, load_moe_case
+from harness.moe.cases import golden_entry as moe_entry
+from harness.moe.model import route
+from harness.platform.info import detect
+from tests.canaries.catalog import CANARIES, CONTROLS, GROUPS, Canary
+from tests.canaries.mutants import MUTANTS
+
+SHAPE = (8, 128, 256)
+
+
+def _target(spec: str) -> Any:
+    module, attribute = spec.split(":")
+    obj = getattr(import_module(module), attribute)
+    return obj() if isinstance(obj, type) else obj
+
+
+def _by_kind(kind: str) -> list[Canary]:
+    return [c for c in CANARIES if c.kind == kind]
+
+
+def test_catalog_is_consistent() -> None:
+    names = [c.name for c in CANARIES]
+    assert len(set(names)) == len(names)
+    # no name is another's prefix: test ids are attributed by "-<name>-" substrings
+    assert not [(a, b) for a in names for b in names if a != b and b.startswith(a)]
+    for c in CANARIES:
+        assert c.kind in GROUPS
+        assert c.control in CONTROLS
+        assert c.select
+        assert CONTROLS[c.control][0] == c.kind
+        if c.kind == "mutant":
+            assert c.name in MUTANTS
+        else:
+            assert _target(c.target).name == c.name
+
+
+@pytest.mark.parametrize("canary", _by_kind("path"), ids=lambda c: c.name)
+def test_path_canary_gives_plausible_numbers(canary: Canary, golden_store: Any) -> None:
+    scheme = canary.select[0].schemes[0]
+    case = load_linear_case(golden_store.load(f"linear/{scheme}"), scheme, SHAPE, bias=True)
+    for name in (canary.name, canary.control):
+        path = _target(canary.target if name == canary.name else CONTROLS[name][1])
+        y = path.forward(case.layer, case.x, torch.bfloat16)
+        assert y.shape == SHAPE[:2]
+        assert bool(torch.isfinite(y).all())
+        assert bool((y != 0).any())
+
+
+@pytest.mark.parametrize("canary", _by_kind("moe_path"), ids=lambda c: c.name)
+def test_moe_canary_gives_plausible_numbers(canary: Canary, golden_store: Any) -> None:
+    scheme = canary.select[0].schemes[0]
+    case = MoECase(scheme, canary.name, 7, 8, 2, False)
+    loaded = load_moe_case(golden_store.load(moe_entry(scheme)), case)
+    routing = route(loaded.logits, 2, False)
+    out = _target(canary.target).forward(loaded.layer, loaded.x, routing, detect()).out
+    assert bool(torch.isfinite(out).all())
+    assert bool((out != 0).any())
+
+
+@pytest.mark.parametrize("canary", _by_kind("loader"), ids=lambda c: c.name)
+def test_loader_canary_gives_plausible_numbers(canary: Canary, golden_store: Any) -> None:
+    scheme = canary.select[0].schemes[0]
+    data = golden_store.load(loading_entry(scheme, "fused_spread_scales"))
+    ckpt = checkpoint_from_golden(data, scheme, "fused_spread_scales")
+    w = _target(canary.target).load(ckpt, "e4m3fnuz").layer.weight.dequantize()
+    assert bool((w != 0).any())
