@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from harness.core.conventions import scale_elements
 from harness.core.formats import decode, e8m0_decode, e8m0_encode, encode
 from harness.core.scales import compute_scale
 from harness.core.schemes import QuantSpec, Scheme
@@ -122,13 +123,15 @@ def quantize(
     """Quantize a 2-D tensor; ``scale`` (tile grid) is given for static scales, else computed.
 
     The division ``x / scale`` is done in float32 (IEEE, correctly rounded, so it is the same
-    on every platform), then the element codec rounds to nearest-even and saturates.
+    on every platform), then the element codec rounds to nearest-even and saturates. A spec
+    with engine conventions (harness.core.conventions) scales the elements their way.
     """
     x32 = x.float()
     if scale is None:
         scale = compute_scale(tile_amax(x32, spec), spec)
     scale = scale.float().to(x.device)
-    codes = encode(x32 / expand_scale(scale, spec, x.shape), spec.format, spec.clamp_max)
+    scaled = scale_elements(x32, expand_scale(scale, spec, x.shape), spec)
+    codes = encode(scaled, spec.format, spec.clamp_max)
     return QuantizedTensor(codes, scale, spec)
 
 
