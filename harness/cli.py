@@ -83,7 +83,7 @@ def cmd_platform(args: argparse.Namespace) -> int:
 
 def _print_moe_dispatch(moe: dict[str, Any]) -> None:
     """The MoE native-dispatch table: this platform's decisions, then every row."""
-    print(f"\nMoE native dispatch (table row {moe['platform_key']!r}; harness/moe_dispatch.py)")
+    print(f"\nMoE native dispatch (table row {moe['platform_key']!r}; harness/moe/dispatch.py)")
     for scheme, d in moe["schemes"].items():
         runs = "native runs here" if d["native_runs_here"] else f"not native: {d['reason']}"
         print(f"  {scheme:<32} {d['decision'] or 'NO DECISION':<28} {runs}")
@@ -122,9 +122,10 @@ def cmd_schemes(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------- golden
 def cmd_golden(args: argparse.Namespace) -> int:
+    from harness.catalog import golden_builders
     from harness.store.golden import GoldenError, GoldenStore
 
-    store = GoldenStore(args.root)
+    store = GoldenStore(args.root, entry_builders=golden_builders())
     if args.action == "refresh":
         try:
             changes = store.refresh(only=args.only)

@@ -4,6 +4,14 @@ Gives suites their fixtures (platform, golden store, result recording), records 
 per test (case fields, outcome, skip reason, metrics) and writes them, merged across
 pytest-xdist workers, to the results file named by ``--qharness-results``. Skips are
 counted by reason in the terminal summary, so nothing is skipped unseen.
+
+Installed packages' ``pytest11`` plugins load into every pytest run of the environment, so
+this one is inert unless asked for: it records, prints its header and summary, and pins
+GPUs only when the project opts in (`is_active`): ini ``qharness = true``, ``--qharness``,
+``--qharness-results``, or ``-p qharness``/``-p harness.plugin``. Otherwise it only adds
+its options and fixtures; a test that uses ``record_result``, ``record_checks`` or
+``measure_memory`` opts that test in. Nothing here imports torch until a fixture or an
+active hook needs it.
 """
 
 from __future__ import annotations
@@ -11,29 +19,67 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+if TYPE_CHECKING:
+    from harness.core.checks import CheckResult
+    from harness.memory.tracker import PeakMeasurement
+    from harness.platform.info import PlatformInfo
+    from harness.store.golden import GoldenStore
+
 RECORD_KEY = "qharness"
 CASE_KEY = "qharness_case"
+ACTIVE_INI = "qharness"
+_PLUGIN_NAMES = frozenset({"qharness", "harness.plugin"})
+
+# Fixture types, for the suites' signatures.
+RecordResult = Callable[..., None]
+MeasureMemory = Callable[[], AbstractContextManager["PeakMeasurement"]]
+RecordChecks = Callable[[Iterable["CheckResult"]], None]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("qharness", "quantized-inference correctness harness")
     group.addoption(
+        "--qharness",
+        action="store_true",
+        default=False,
+        help="activate qharness recording, header and skip summary in this run",
+    )
+    group.addoption(
         "--qharness-results",
         metavar="PATH",
         default=None,
-        help="write one JSON record per test (merged across xdist workers) to PATH",
+        help="write one JSON record per test (merged across xdist workers) to PATH "
+        "(activates qharness)",
     )
     group.addoption(
         "--qharness-golden",
         metavar="DIR",
         default=None,
         help="golden store directory (default: <rootdir>/golden)",
+    )
+    parser.addini(
+        ACTIVE_INI,
+        type="bool",
+        default=False,
+        help="activate the qharness plugin (recording, header, skip summary) for this project",
+    )
+
+
+def is_active(config: pytest.Config) -> bool:
+    """Whether this run asked for qharness (see the module docstring for the ways)."""
+    requested = set(getattr(config.known_args_namespace, "plugins", None) or ())
+    return bool(
+        config.getini(ACTIVE_INI)
+        or config.getoption("--qharness")
+        or config.getoption("--qharness-results")
+        or requested & _PLUGIN_NAMES
     )
 
 
@@ -58,6 +104,9 @@ def pin_worker_gpu(environ: MutableMapping[str, str]) -> str | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if not is_active(config):
+        return
+    config.pluginmanager.register(ActiveHooks(), "qharness-active")
     if hasattr(config, "workerinput"):
         pin_worker_gpu(os.environ)
     else:  # xdist workers ship reports to the controller, which records them
@@ -66,7 +115,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # ------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="session")
-def qh_platform() -> Any:
+def qh_platform() -> PlatformInfo:
     """The detected platform (`harness.platform.info.PlatformInfo`)."""
     from harness.platform.info import detect
 
@@ -74,7 +123,7 @@ def qh_platform() -> Any:
 
 
 @pytest.fixture(scope="session")
-def golden_store(pytestconfig: pytest.Config) -> Any:
+def golden_store(pytestconfig: pytest.Config) -> GoldenStore:
     """The golden store (`harness.store.golden.GoldenStore`), read-only during tests."""
     from harness.store.golden import GoldenStore
 
@@ -83,7 +132,7 @@ def golden_store(pytestconfig: pytest.Config) -> Any:
 
 
 @pytest.fixture
-def record_result(request: pytest.FixtureRequest) -> Callable[..., None]:
+def record_result(request: pytest.FixtureRequest) -> RecordResult:
     """Call ``record_result(name=value, ...)`` to put metrics in this test's result record."""
     metrics: dict[str, Any] = {}
     request.node.user_properties.append((RECORD_KEY, metrics))
@@ -94,9 +143,32 @@ def record_result(request: pytest.FixtureRequest) -> Callable[..., None]:
     return record
 
 
+@pytest.fixture
+def record_checks(record_result: RecordResult) -> RecordChecks:
+    """``record_checks(results)`` records each `CheckResult`'s metrics and every verdict
+    under ``checks`` (``{name: "pass" | "fail: ..." | "n/a: ..."}``, in run order), then
+    fails the test naming every failed check. Call it again with more results to add them
+    (a gate: checks whose failure makes the rest meaningless are recorded first)."""
+    from harness.core.checks import failure_summary, verdicts
+
+    seen: dict[str, str] = {}
+
+    def record(checks: Iterable[CheckResult]) -> None:
+        results = list(checks)
+        for result in results:
+            record_result(**result.metrics)
+        seen.update(verdicts(results))
+        record_result(checks=dict(seen))
+        summary = failure_summary(results)
+        if summary is not None:
+            pytest.fail(summary, pytrace=False)
+
+    return record
+
+
 # ------------------------------------------------------------------ peak memory
 @pytest.fixture
-def measure_memory(qh_platform: Any, record_result: Callable[..., None]) -> Callable[..., Any]:
+def measure_memory(qh_platform: PlatformInfo, record_result: RecordResult) -> MeasureMemory:
     """``with measure_memory() as m: ...`` measures peak bytes (`harness.memory.measure_peak`)
     and records ``peak_bytes`` (and the method) in this test's result record."""
     from contextlib import contextmanager
@@ -112,7 +184,7 @@ def measure_memory(qh_platform: Any, record_result: Callable[..., None]) -> Call
         decode(encode(torch.ones(1), fmt), fmt)
 
     @contextmanager
-    def measure() -> Any:
+    def measure() -> Iterator[PeakMeasurement]:
         with measure_peak(qh_platform) as measurement:
             yield measurement
         record_result(**measurement.record_fields())
@@ -121,17 +193,29 @@ def measure_memory(qh_platform: Any, record_result: Callable[..., None]) -> Call
 
 
 # -------------------------------------------------------------------- recording
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Attach the case's fields (if its parameter provides them) to every report."""
-    callspec = getattr(item, "callspec", None)
-    fields: dict[str, Any] = {}
-    if callspec is not None:
-        for value in callspec.params.values():
-            describe = getattr(value, "record_fields", None)
-            if callable(describe):
-                fields.update(describe())
-    item.user_properties.append((CASE_KEY, fields))
+class ActiveHooks:
+    """Hooks registered only when qharness is active: case fields and the header."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Attach the case's fields (if its parameter provides them) to every report."""
+        callspec = getattr(item, "callspec", None)
+        fields: dict[str, Any] = {}
+        if callspec is not None:
+            for value in callspec.params.values():
+                describe = getattr(value, "record_fields", None)
+                if callable(describe):
+                    fields.update(describe())
+        item.user_properties.append((CASE_KEY, fields))
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        from harness.platform.info import detect
+
+        info = detect()
+        return [
+            f"qharness: platform {info.device}/{info.arch} ({info.name}), "
+            f"torch {info.torch_version}"
+        ]
 
 
 def _skip_reason(report: pytest.TestReport) -> str:
@@ -206,12 +290,3 @@ class ResultRecorder:
         path = self.config.getoption("--qharness-results")
         if path:
             terminalreporter.write_line(f"qharness results: {path}")
-
-
-def pytest_report_header(config: pytest.Config) -> list[str]:
-    from harness.platform.info import detect
-
-    info = detect()
-    return [
-        f"qharness: platform {info.device}/{info.arch} ({info.name}), torch {info.torch_version}"
-    ]

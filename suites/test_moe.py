@@ -1,14 +1,7 @@
 """MoE blocks: every scheme x path x tokens x (experts, top-k) x renormalize, vs the goldens.
 
-Each stage is checked where it can be checked honestly (bounds: harness/moe_bounds.py):
-routing bit-exact; the intermediate before quantization within its derived bound; the
-intermediate codes exactly what quantizing it gives; codes that differ from the golden's
-only where the bound straddles a rounding boundary; the output within its bound of the
-float64 result from the path's own intermediate; each grouped GEMM's output inside the
-rounded interval of its own operands and, against the emulated path on rows with identical
-operands, bit-identical wherever the bound fixes the rounded value (harness/moe_agreement.py).
-Output vs golden and vs emulated follow from the above by the triangle inequality, so they
-are recorded, not gated.
+The checks of one block, their order and what each one means: harness/moe/checks.py
+(bounds: harness/moe/bounds.py, GEMM agreement: harness/moe/agreement.py).
 """
 
 from __future__ import annotations
@@ -19,12 +12,9 @@ from typing import Any
 import pytest
 import torch
 
-from harness.core.compare import bit_mismatches, sqnr_db, unit_roundoff, within_bound
-from harness.core.formats import decode
-from harness.core.quantize import calibrate_input_scale, quantize
+from harness.core.compare import bit_mismatches, sqnr_db
+from harness.core.quantize import calibrate_input_scale
 from harness.core.schemes import SCHEMES, get_scheme
-from harness.moe.agreement import gemm_agreement
-from harness.moe.bounds import intermediate_bound, intermediate_delta, output_bound
 from harness.moe.cases import (
     EXPERT_CONFIGS,
     MOE_HIDDEN,
@@ -41,6 +31,13 @@ from harness.moe.cases import (
     moe_inputs,
     renorm_id,
 )
+from harness.moe.checks import (
+    ReferenceRun,
+    moe_block_checks,
+    recorded_metrics,
+    routing_checks,
+    shape_checks,
+)
 from harness.moe.dispatch import dispatch_problems, platform_key
 from harness.moe.model import (
     MoELayer,
@@ -48,7 +45,6 @@ from harness.moe.model import (
     Routing,
     down_and_combine_f64,
     quantize_experts,
-    quantize_operand,
     route,
 )
 from harness.moe.paths import MoEProblem, get_moe_path
@@ -56,8 +52,6 @@ from harness.moe.paths.kernels import MOE_KERNELS
 from harness.moe.paths.native import NativeMoEPath
 from harness.platform import capabilities
 from harness.store.golden import GoldenError
-
-U32 = unit_roundoff(torch.float32)
 
 
 def _golden(golden_store: Any, entry: str) -> Any:
@@ -148,11 +142,6 @@ def _run(
         pytest.fail(f"MoE path {path_name!r} raised: {type(exc).__name__}: {exc}", pytrace=False)
 
 
-def _intermediate_values(trace: MoETrace) -> torch.Tensor:
-    """What the path fed to its second GEMM: dequantized codes, or the float intermediate."""
-    return trace.act.cpu() if trace.act_q is None else trace.act_q.to("cpu").dequantize()
-
-
 @functools.cache
 def _unquantized_output(
     scheme: str, experts: int, top_k: int, tokens: int, renorm: bool
@@ -174,7 +163,10 @@ def _kernel_name(path: Any, scheme: Any, platform: Any) -> str:
 
 
 @pytest.mark.parametrize("case", list(moe_cases()), ids=lambda c: c.id)
-def test_moe(case: MoECase, golden_store: Any, qh_platform: Any, record_result: Any) -> None:
+def test_moe(
+    case: MoECase, golden_store: Any, qh_platform: Any, record_result: Any, record_checks: Any
+) -> None:
+    """Every check of `harness.moe.checks.MOE_CHECKS`, each evaluated and recorded."""
     scheme = get_scheme(case.scheme)
     path = get_moe_path(case.path)
     support = path.supports(scheme, case.problem, qh_platform)
@@ -186,130 +178,28 @@ def test_moe(case: MoECase, golden_store: Any, qh_platform: Any, record_result: 
     device = qh_platform.torch_device
     layer = loaded.layer
 
-    # Routing on this device: indices and weights bit-exact.
     routing = route(loaded.logits.to(device), case.top_k, case.renormalize)
-    assert bit_mismatches(routing.ids.cpu(), loaded.ids) == 0, "routing indices differ"
-    assert bit_mismatches(routing.weights.cpu(), loaded.weights) == 0, "routing weights differ"
-
+    checks = routing_checks(routing, loaded)
     trace = _run(case.path, layer.to(device), loaded.x.to(device), routing, qh_platform)
-    out, act = trace.out.cpu(), trace.act.cpu()
-    assert out.shape == (case.tokens, MOE_HIDDEN), f"output shape {tuple(out.shape)}"
-    assert act.shape == loaded.act_ref.shape, f"intermediate shape {tuple(act.shape)}"
-    assert bool(torch.isfinite(out).all()), (
-        f"{int((~torch.isfinite(out)).sum())} non-finite outputs"
-    )
-    assert bool(torch.isfinite(act).all()), "non-finite intermediate values"
+    shapes = shape_checks(trace, loaded, MOE_HIDDEN)
+    if any(c.failed for c in shapes):  # the remaining checks need the problem's shapes
+        record_checks(checks + shapes)
     routing = Routing(routing.ids.cpu(), routing.weights.cpu(), routing.num_experts)
 
-    # 1. Intermediate before quantization: derived bound, plus the golden's float32 storage.
-    act_bound = intermediate_bound(layer, loaded.x, routing, numerics)
-    act_bound = act_bound + U32 * loaded.act_ref.double().abs()
-    vs_act = within_bound(act, loaded.act_ref, act_bound)
-    record_result(act_worst_error_to_bound=vs_act.worst_ratio)
-    assert vs_act.ok, f"intermediate vs golden: {vs_act.describe()}"
-
-    # 2. Intermediate codes: exactly the scheme's quantization of the path's intermediate,
-    #    and different from the golden's codes only where the bound straddles a boundary.
-    spec = scheme.activation
-    if spec is not None:
-        assert trace.act_q is not None, f"{case.path} returned no quantized intermediate"
-        assert loaded.act_q is not None, "golden has no intermediate codes"
-        act_q = trace.act_q.to("cpu")
-        record_result(
-            intermediate_code_flips_vs_golden=int((act_q.codes != loaded.act_q.codes).sum())
-        )
-        static = None if spec.dynamic else layer.a2_scale
-        expected = quantize(act, spec, static)
-        assert bit_mismatches(act_q.scale, expected.scale) == 0, "intermediate scales"
-        assert bit_mismatches(act_q.codes, expected.codes) == 0, "intermediate codes"
-        ref = loaded.act_ref.double()
-        lo = quantize(
-            torch.nextafter((ref - act_bound).float(), torch.tensor(-torch.inf)), spec, act_q.scale
-        )
-        hi = quantize(
-            torch.nextafter((ref + act_bound).float(), torch.tensor(torch.inf)), spec, act_q.scale
-        )
-        value = decode(act_q.codes, spec.format)
-        outside = (value < decode(lo.codes, spec.format)) | (value > decode(hi.codes, spec.format))
-        assert not bool(outside.any()), (
-            f"{int(outside.sum())} intermediate codes outside what the bound allows"
-        )
-        golden_a2 = loaded.act_q.dequantize().double()
-        storage = torch.zeros(1, dtype=torch.float64)
-    else:
-        golden_a2 = loaded.act_ref.double()
-        storage = U32 * golden_a2.abs()  # golden intermediate stored in float32
-    own_a2 = _intermediate_values(trace)
-
-    # 3. Output vs float64 from the path's own intermediate: derived bound.
-    out_bound = output_bound(layer, own_a2, routing, numerics)
-    own_ref = down_and_combine_f64(own_a2, layer.w2.dequantize(), routing)
-    vs_own = within_bound(out, own_ref, out_bound)
-    record_result(worst_error_to_bound=vs_own.worst_ratio)
-    assert vs_own.ok, f"output vs float64 from its own intermediate: {vs_own.describe()}"
-
-    # Output vs golden: check 3 plus the exact effect of the intermediate difference and the
-    # golden's float32 storage (triangle inequality), so it cannot fail on its own: recorded.
-    w2 = layer.w2.dequantize()
-    delta = intermediate_delta(own_a2, golden_a2, w2, routing.ids, routing.weights)
-    delta = delta + intermediate_delta(
-        storage.expand_as(golden_a2), torch.zeros_like(golden_a2), w2, routing.ids, routing.weights
-    )
-    golden_bound = out_bound + delta + U32 * loaded.out_ref.double().abs()
-    vs_golden = within_bound(out, loaded.out_ref, golden_bound)
-    record_result(
-        max_abs_err_vs_golden=vs_golden.max_abs_error,
-        worst_error_to_bound_vs_golden=vs_golden.worst_ratio,
-    )
-
-    # 4. Each grouped GEMM's output, element by element (harness/moe_agreement.py): inside
-    #    the rounded interval of its own operands, and, against the reference path on rows
-    #    where both multiply identical operands, bit-identical wherever the bound fixes the
-    #    rounded value.
-    ref_trace, ref_a2, ref_numerics = None, own_a2, numerics
+    reference = None
     if not getattr(path, "is_reference", False):
         emulated = get_moe_path("emulated")
-        ref_numerics = emulated.numerics(scheme, qh_platform)
-        ref_trace = _run("emulated", layer, loaded.x, routing, qh_platform)
-        ref_a2 = _intermediate_values(ref_trace)
-        both = (
-            out_bound
-            + output_bound(layer, ref_a2, routing, ref_numerics)
-            + intermediate_delta(own_a2, ref_a2, w2, routing.ids, routing.weights)
+        reference = ReferenceRun(
+            _run("emulated", layer, loaded.x, routing, qh_platform),
+            emulated.numerics(scheme, qh_platform),
         )
-        # Implied by check 3 for both paths (triangle inequality): recorded, not gated.
-        vs_emulated = within_bound(out, ref_trace.out.cpu(), both)
-        record_result(worst_error_to_bound_vs_emulated=vs_emulated.worst_ratio)
-    a1 = quantize_operand(loaded.x, scheme.activation, layer.a1_scale).values
-    a1 = a1[routing.row_tokens()]  # every path quantizes x the same way (bit-exact)
-    w13 = layer.w13.dequantize()
-    gemms = (  # name, this path's output and left operand, the reference's, the weights
-        ("gemm1", trace.gate_up, a1, None if ref_trace is None else ref_trace.gate_up, a1, w13),
-        ("gemm2", trace.y, own_a2, None if ref_trace is None else ref_trace.y, ref_a2, w2),
-    )
-    for gemm, y, a, ref_y, ref_a, w in gemms:
-        if y is None or (ref_trace is not None and ref_y is None):
-            pytest.fail(
-                f"MoE path {case.path!r} (or emulated) returned a MoETrace without the {gemm} "
-                "output (gate_up / y); run_moe fills them, see docs/MOE.md",
-                pytrace=False,
-            )
-        reference = None if ref_y is None else (ref_y.cpu(), ref_a, ref_numerics)
-        found = gemm_agreement(y.cpu(), a, w, routing.row_experts(), numerics, reference)
-        record_result(
-            **{
-                f"{gemm}_outside_own_interval": found.outside_own,
-                f"{gemm}_comparable_vs_emulated": found.comparable,
-                f"{gemm}_determined_vs_emulated": found.determined,
-                f"{gemm}_mismatched_vs_emulated": found.mismatched,
-            }
-        )
-        assert found.ok, f"{gemm} of {case.path}: {found.describe()}"
-
+    record_result(**recorded_metrics(trace, loaded, routing, numerics, reference))
     exact = _unquantized_output(
         case.scheme, case.experts, case.top_k, case.tokens, case.renormalize
     )
-    record_result(sqnr_db=sqnr_db(exact, out))  # reported, not gated
+    record_result(sqnr_db=sqnr_db(exact, trace.out.cpu()))  # reported, not gated
+    block = moe_block_checks(case.path, trace, loaded, routing, numerics, reference)
+    record_checks(checks + shapes + block)
 
 
 def test_moe_cases_cover_every_scheme_and_path() -> None:

@@ -133,10 +133,15 @@ def bit_mismatches(actual: torch.Tensor, expected: torch.Tensor) -> int:
             f"shape/dtype differ: {tuple(actual.shape)} {actual.dtype} vs "
             f"{tuple(expected.shape)} {expected.dtype}"
         )
+    return int(bit_difference_mask(actual, expected).sum())
+
+
+def bit_difference_mask(actual: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
+    """Where the bits of two same-shape, same-dtype tensors differ (on CPU)."""
     a, e = actual.detach().cpu(), expected.detach().cpu()
     if a.is_floating_point():
         a, e = _bits(a), _bits(e)
-    return int((a != e).sum())
+    return a != e
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:

@@ -13,6 +13,7 @@ naming the tensor and what was expected, and nothing is returned half-read.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -250,93 +251,151 @@ def _check_scale_values(name: str, scale: torch.Tensor, where: str) -> None:
         )
 
 
+# Each validator checks one thing and raises `CheckpointError` naming the tensor and the
+# expectation; they run in table order, so the first problem found is the one reported.
+ShardValidator = Callable[[LinearCheckpoint, Scheme, Shard], None]
+LayerValidator = Callable[[LinearCheckpoint, Scheme], None]
+
+
+def _weight_dtype(ckpt: LinearCheckpoint, scheme: Scheme, shard: Shard) -> None:
+    fmt = get_format(scheme.weight.format)
+    if shard.weight.dtype != fmt.to_torch_dtype():
+        raise CheckpointError(
+            f"{ckpt.source}: tensor {ckpt.tensor_name(shard, 'weight')!r} is "
+            f"{shard.weight.dtype}, but scheme {scheme.name} stores {fmt.name} weights "
+            f"({fmt.to_torch_dtype()})"
+        )
+
+
+def _weight_shape(ckpt: LinearCheckpoint, scheme: Scheme, shard: Shard) -> None:
+    if shard.weight.dim() != 2 or shard.weight.shape[0] != shard.width:
+        raise CheckpointError(
+            f"{ckpt.source}: tensor {ckpt.tensor_name(shard, 'weight')!r} has shape "
+            f"{tuple(shard.weight.shape)}, expected ({shard.width}, K) for a shard of width "
+            f"{shard.width}"
+        )
+
+
+def _weight_codes_finite(ckpt: LinearCheckpoint, scheme: Scheme, shard: Shard) -> None:
+    fmt = get_format(scheme.weight.format)
+    nan_codes = torch.isnan(decode(shard.weight.contiguous().view(torch.uint8), fmt))
+    if bool(nan_codes.any()):
+        raise CheckpointError(
+            f"{ckpt.source}: tensor {ckpt.tensor_name(shard, 'weight')!r} holds "
+            f"{int(nan_codes.sum())} NaN codes; a weight must be finite"
+        )
+
+
+def _weight_scale(ckpt: LinearCheckpoint, scheme: Scheme, shard: Shard) -> None:
+    where, sname = ckpt.source, ckpt.tensor_name(shard, "weight_scale")
+    k = int(shard.weight.shape[1])
+    allowed = weight_scale_shapes(scheme.weight, shard.width, k)
+    if shard.weight_scale is None:
+        if shard.width:
+            raise CheckpointError(
+                f"{where}: tensor {sname!r} is missing; scheme {scheme.name} needs a "
+                f"float32 {scheme.weight.granularity} weight scale of shape {allowed[0]}"
+            )
+        return
+    if tuple(shard.weight_scale.shape) not in allowed:
+        raise CheckpointError(
+            f"{where}: tensor {sname!r} has shape {tuple(shard.weight_scale.shape)}, "
+            f"expected one of {list(allowed)} for {scheme.weight.granularity} scales of a "
+            f"{(shard.width, k)} weight"
+        )
+    _check_scale_values(sname, shard.weight_scale, where)
+
+
+def _input_scale(ckpt: LinearCheckpoint, scheme: Scheme, shard: Shard) -> None:
+    where, iname = ckpt.source, ckpt.tensor_name(shard, "input_scale")
+    static = scheme.activation is not None and not scheme.activation.dynamic
+    if shard.input_scale is None:
+        if static and shard.width:
+            raise CheckpointError(
+                f"{where}: tensor {iname!r} is missing; scheme {scheme.name} has static "
+                "activation scales and needs a float32 scalar input scale"
+            )
+        return
+    if not static:
+        raise CheckpointError(
+            f"{where}: tensor {iname!r} is present but scheme {scheme.name} has no "
+            "static activation scale; the config and the tensors disagree"
+        )
+    if tuple(shard.input_scale.shape) != ():
+        raise CheckpointError(
+            f"{where}: tensor {iname!r} has shape {tuple(shard.input_scale.shape)}, "
+            "expected () (one per-tensor input scale)"
+        )
+    _check_scale_values(iname, shard.input_scale, where)
+
+
+SHARD_VALIDATORS: tuple[ShardValidator, ...] = (
+    _weight_dtype,
+    _weight_shape,
+    _weight_codes_finite,
+    _weight_scale,
+    _input_scale,
+)
+
+
+def _has_shards(ckpt: LinearCheckpoint, scheme: Scheme) -> None:
+    if not ckpt.shards:
+        raise CheckpointError(f"{ckpt.source}: layer {ckpt.prefix!r} lists no shards")
+
+
+def _fp8_family(ckpt: LinearCheckpoint, scheme: Scheme) -> None:
+    if scheme.family != "fp8":
+        raise CheckpointError(
+            f"{ckpt.source}: scheme {scheme.name} ({scheme.family}) cannot be loaded: "
+            "checkpoint loading covers FP8 schemes (float8 weights with float32 scales)"
+        )
+
+
+def _every_shard(ckpt: LinearCheckpoint, scheme: Scheme) -> None:
+    for shard in ckpt.shards:
+        for validate in SHARD_VALIDATORS:
+            validate(ckpt, scheme, shard)
+
+
+def _shards_agree_on_k(ckpt: LinearCheckpoint, scheme: Scheme) -> None:
+    ks = {int(shard.weight.shape[1]) for shard in ckpt.shards}
+    if len(ks) > 1:
+        raise CheckpointError(
+            f"{ckpt.source}: shards of {ckpt.prefix!r} disagree on K: {sorted(ks)}"
+        )
+
+
+def _bias(ckpt: LinearCheckpoint, scheme: Scheme) -> None:
+    if ckpt.bias is None:
+        return
+    n, bname = sum(ckpt.widths), f"{ckpt.prefix}.bias"
+    if tuple(ckpt.bias.shape) != (n,) or not ckpt.bias.is_floating_point():
+        raise CheckpointError(
+            f"{ckpt.source}: tensor {bname!r} is {tuple(ckpt.bias.shape)} {ckpt.bias.dtype}, "
+            f"expected a floating-point ({n},) bias"
+        )
+    if not bool(torch.isfinite(ckpt.bias).all()):
+        raise CheckpointError(f"{ckpt.source}: tensor {bname!r} holds non-finite values")
+
+
+LAYER_VALIDATORS: tuple[LayerValidator, ...] = (
+    _has_shards,
+    _fp8_family,
+    _every_shard,
+    _shards_agree_on_k,
+    _bias,
+)
+
+
 def validate_checkpoint(ckpt: LinearCheckpoint) -> None:
     """Check every tensor against the config's scheme; raise `CheckpointError` on the first
-    problem, naming the tensor and the expectation."""
-    where = ckpt.source
+    problem, naming the tensor and the expectation (validators: `LAYER_VALIDATORS`)."""
     try:
         scheme = ckpt.scheme
     except UnknownSchemeError as exc:
-        raise CheckpointError(f"{where}: {CONFIG_KEY} names {exc}") from None
-    if not ckpt.shards:
-        raise CheckpointError(f"{where}: layer {ckpt.prefix!r} lists no shards")
-    fmt = get_format(scheme.weight.format)
-    if scheme.family != "fp8":
-        raise CheckpointError(
-            f"{where}: scheme {scheme.name} ({scheme.family}) cannot be loaded: checkpoint "
-            "loading covers FP8 schemes (float8 weights with float32 scales)"
-        )
-    wdtype = fmt.to_torch_dtype()
-    ks = set()
-    for shard in ckpt.shards:
-        wname = ckpt.tensor_name(shard, "weight")
-        if shard.weight.dtype != wdtype:
-            raise CheckpointError(
-                f"{where}: tensor {wname!r} is {shard.weight.dtype}, but scheme {scheme.name} "
-                f"stores {fmt.name} weights ({wdtype})"
-            )
-        if shard.weight.dim() != 2 or shard.weight.shape[0] != shard.width:
-            raise CheckpointError(
-                f"{where}: tensor {wname!r} has shape {tuple(shard.weight.shape)}, expected "
-                f"({shard.width}, K) for a shard of width {shard.width}"
-            )
-        ks.add(int(shard.weight.shape[1]))
-        k = int(shard.weight.shape[1])
-        nan_codes = torch.isnan(decode(shard.weight.contiguous().view(torch.uint8), fmt))
-        if bool(nan_codes.any()):
-            raise CheckpointError(
-                f"{where}: tensor {wname!r} holds {int(nan_codes.sum())} NaN codes; a weight "
-                "must be finite"
-            )
-        sname = ckpt.tensor_name(shard, "weight_scale")
-        if shard.weight_scale is None:
-            if shard.width:
-                raise CheckpointError(
-                    f"{where}: tensor {sname!r} is missing; scheme {scheme.name} needs a "
-                    f"float32 {scheme.weight.granularity} weight scale of shape "
-                    f"{weight_scale_shapes(scheme.weight, shard.width, k)[0]}"
-                )
-        else:
-            allowed = weight_scale_shapes(scheme.weight, shard.width, k)
-            if tuple(shard.weight_scale.shape) not in allowed:
-                raise CheckpointError(
-                    f"{where}: tensor {sname!r} has shape {tuple(shard.weight_scale.shape)}, "
-                    f"expected one of {list(allowed)} for {scheme.weight.granularity} scales of a "
-                    f"{(shard.width, k)} weight"
-                )
-            _check_scale_values(sname, shard.weight_scale, where)
-        iname = ckpt.tensor_name(shard, "input_scale")
-        static = scheme.activation is not None and not scheme.activation.dynamic
-        if shard.input_scale is None:
-            if static and shard.width:
-                raise CheckpointError(
-                    f"{where}: tensor {iname!r} is missing; scheme {scheme.name} has static "
-                    "activation scales and needs a float32 scalar input scale"
-                )
-        else:
-            if not static:
-                raise CheckpointError(
-                    f"{where}: tensor {iname!r} is present but scheme {scheme.name} has no "
-                    "static activation scale; the config and the tensors disagree"
-                )
-            if tuple(shard.input_scale.shape) != ():
-                raise CheckpointError(
-                    f"{where}: tensor {iname!r} has shape {tuple(shard.input_scale.shape)}, "
-                    "expected () (one per-tensor input scale)"
-                )
-            _check_scale_values(iname, shard.input_scale, where)
-    if len(ks) > 1:
-        raise CheckpointError(f"{where}: shards of {ckpt.prefix!r} disagree on K: {sorted(ks)}")
-    n = sum(ckpt.widths)
-    if ckpt.bias is not None:
-        bname = f"{ckpt.prefix}.bias"
-        if tuple(ckpt.bias.shape) != (n,) or not ckpt.bias.is_floating_point():
-            raise CheckpointError(
-                f"{where}: tensor {bname!r} is {tuple(ckpt.bias.shape)} {ckpt.bias.dtype}, "
-                f"expected a floating-point ({n},) bias"
-            )
-        if not bool(torch.isfinite(ckpt.bias).all()):
-            raise CheckpointError(f"{where}: tensor {bname!r} holds non-finite values")
+        raise CheckpointError(f"{ckpt.source}: {CONFIG_KEY} names {exc}") from None
+    for validate in LAYER_VALIDATORS:
+        validate(ckpt, scheme)
 
 
 __all__ = [

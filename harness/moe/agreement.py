@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from harness.core.checks import Offender, first_offender
 from harness.core.compare import gamma, unit_roundoff
 from harness.moe.bounds import GemmNumerics, row_products
 
@@ -93,6 +94,16 @@ class GemmAgreement:
     determined: int  # comparable elements whose rounded value the bound fixes
     mismatched: int  # determined, and the path differs from the reference's rounded value
     reference_outside: int  # comparable, the reference's rounded value outside the interval
+    # The first element (row-major) of each kind above, for the failure message.
+    first_outside_own: Offender | None = None
+    first_mismatched: Offender | None = None
+    first_reference_outside: Offender | None = None
+
+    @property
+    def offender(self) -> Offender | None:
+        """The first offending element of the first kind that has one."""
+        found = (self.first_outside_own, self.first_mismatched, self.first_reference_outside)
+        return next((o for o in found if o is not None), None)
 
     @property
     def ok(self) -> bool:
@@ -120,20 +131,28 @@ def gemm_agreement(
     reference's rounded values inside the interval, on rows with identical operands."""
     also = () if reference is None else (reference[2],)
     interval = rounded_interval(a, w, row_experts, numerics, also)
-    outside_own = int((~interval.contains(y)).sum())
+    bounds = (interval.lo, interval.hi)
+    outside = ~interval.contains(y)
+    outside_own = int(outside.sum())
+    first_outside = first_offender(outside, y, bounds)
     if reference is None:
-        return GemmAgreement(y.numel(), outside_own, 0, 0, 0, 0)
+        return GemmAgreement(y.numel(), outside_own, 0, 0, 0, 0, first_outside)
     y_ref, a_ref, ref_numerics = reference
     same_w = (numerics.round_operand(w) == ref_numerics.round_operand(w)).flatten(1).all(1)
     same_a = (numerics.round_operand(a) == ref_numerics.round_operand(a_ref)).all(1)
     comparable = (same_a & same_w[row_experts])[:, None].expand_as(y)
     ref_rounded = numerics.round_output(y_ref)
     determined = comparable & interval.determined
+    mismatched = determined & ~(y == ref_rounded)  # +0 == -0; NaN never
+    reference_outside = comparable & ~interval.contains(ref_rounded)
     return GemmAgreement(
         elements=y.numel(),
         outside_own=outside_own,
         comparable=int(comparable.sum()),
         determined=int(determined.sum()),
-        mismatched=int((determined & ~(y == ref_rounded)).sum()),  # +0 == -0; NaN never
-        reference_outside=int((comparable & ~interval.contains(ref_rounded)).sum()),
+        mismatched=int(mismatched.sum()),
+        reference_outside=int(reference_outside.sum()),
+        first_outside_own=first_outside,
+        first_mismatched=first_offender(mismatched, y, ref_rounded),
+        first_reference_outside=first_offender(reference_outside, ref_rounded, bounds),
     )

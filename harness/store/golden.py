@@ -16,7 +16,6 @@ import datetime as _dt
 import fnmatch
 import functools
 import hashlib
-import importlib
 import json
 import os
 import shutil
@@ -34,14 +33,7 @@ from harness.errors import EXIT_FAILED, QHarnessError
 
 MANIFEST_NAME = "MANIFEST.json"
 MANIFEST_FORMAT = 1
-DEFAULT_ROOT = Path(__file__).resolve().parent.parent / "golden"
-# Modules whose import registers golden builders (each suite's case module).
-CASE_MODULES: tuple[str, ...] = (
-    "harness.linear.cases",
-    "harness.quantizers.mx_edge_cases",
-    "harness.loading.cases",
-    "harness.moe.cases",
-)
+DEFAULT_ROOT = Path(__file__).resolve().parent.parent.parent / "golden"
 
 
 @dataclass
@@ -76,16 +68,17 @@ def register_each(
         register_golden(entry, functools.partial(build, *args), generator)
 
 
-def builders() -> dict[str, tuple[Builder, str]]:
-    for module in CASE_MODULES:
-        importlib.import_module(module)
+def registered_builders() -> dict[str, tuple[Builder, str]]:
+    """Every builder registered so far. The store imports no case module itself: importing
+    them (`harness.catalog.golden_builders`) is the caller's job, so reading or checking
+    the store's integrity never loads a path or a kernel."""
     return dict(sorted(_BUILDERS.items()))
 
 
 class GoldenError(QHarnessError):
-    exit_code = EXIT_FAILED
-
     """A golden entry that is missing, corrupted or stale; the message says what to do."""
+
+    exit_code = EXIT_FAILED
 
 
 def refresh_command(entry: str) -> str:
@@ -198,13 +191,22 @@ class GoldenStore:
         root: Path | str = DEFAULT_ROOT,
         entry_builders: dict[str, tuple[Builder, str]] | None = None,
     ) -> None:
-        """``entry_builders`` replaces the registered builders (used by self-tests)."""
+        """``entry_builders``: what refresh and check recompute (default: every builder
+        registered so far; the CLI passes `harness.catalog.golden_builders()`)."""
         self.root = Path(root)
         self._builders = entry_builders
         self._cache: dict[str, GoldenData] = {}
 
     def builders(self) -> dict[str, tuple[Builder, str]]:
-        return builders() if self._builders is None else dict(sorted(self._builders.items()))
+        if self._builders is not None:
+            return dict(sorted(self._builders.items()))
+        found = registered_builders()
+        if not found:
+            raise GoldenError(
+                "no golden builders are registered; pass entry_builders="
+                "harness.catalog.golden_builders() to GoldenStore"
+            )
+        return found
 
     @property
     def manifest_path(self) -> Path:

@@ -61,7 +61,7 @@ class NativeMoEPath:
         if key not in self.table:
             return None, (
                 f"no MoE dispatch row for platform {key!r}; add one to MOE_NATIVE_DISPATCH "
-                "in harness/moe_dispatch.py"
+                "in harness/moe/dispatch.py"
             )
         dec = decision(key, scheme.name, self.table)
         if dec is None:

@@ -1,0 +1,212 @@
+"""The linear suite's checks of one path's output, named and run in a fixed order.
+
+`expected_output` derives, from the golden case, everything the output is compared with;
+`linear_checks` runs every check on the output (and, for non-reference paths, the emulated
+path's output on the same operands) and returns one `CheckResult` per check, in this order:
+
+1. ``finite``: no NaN/Inf in the output;
+2. ``vs_golden``: within the derived bound of the golden float64 reference plus bias;
+3. ``rounding_interval``: (paths rounding once) a rounding of some value in the float32
+   accumulation interval, so bit-exact wherever that rounding is unique;
+4. ``bits_vs_emulated``: (non-reference paths rounding once) identical bits to `emulated`
+   wherever the correctly rounded value is unique;
+5. ``vs_emulated``: (non-reference paths) within twice the bound of `emulated`'s output;
+6. ``sqnr_floor``: SQNR vs the unquantized product, cancellation added back, above the
+   scheme's floor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from harness.core.checks import (
+    CheckResult,
+    check_finite,
+    check_within_bound,
+    failed,
+    first_offender,
+    not_applicable,
+    passed,
+)
+from harness.core.compare import (
+    cancellation_db,
+    dot_error_bound,
+    outside_interval,
+    rounding_bound,
+    rounding_interval,
+    sqnr_db,
+)
+from harness.core.quantize import quantize_activation
+from harness.core.schemes import Scheme
+from harness.linear.cases import LoadedLinearCase
+
+LINEAR_CHECKS = (
+    "finite",
+    "vs_golden",
+    "rounding_interval",
+    "bits_vs_emulated",
+    "vs_emulated",
+    "sqnr_floor",
+)
+
+
+@dataclass(frozen=True)
+class ExpectedOutput:
+    """What a path's output is compared with, for one case (float64 unless noted)."""
+
+    reference: torch.Tensor  # golden product plus bias
+    bound: torch.Tensor  # allowed |y - reference|
+    lo: torch.Tensor  # output-dtype ends of the rounded accumulation interval
+    hi: torch.Tensor
+    exact: torch.Tensor  # unquantized product plus bias (for SQNR)
+    cancellation_db: float
+    roundings: int  # how many times the path rounds to the output dtype
+    scheme: Scheme
+
+    @property
+    def determined(self) -> torch.Tensor:
+        """Outputs whose correctly rounded value is unique (bit-exact comparisons)."""
+        return self.lo == self.hi
+
+
+def expected_output(
+    loaded: LoadedLinearCase,
+    scheme: Scheme,
+    bias: bool,
+    out_dtype: torch.dtype,
+    roundings: int,
+) -> ExpectedOutput:
+    """The golden reference, the derived bound and the rounding interval of one case."""
+    n, k = loaded.layer.weight.codes.shape[0], loaded.x.shape[1]
+    # Reference: golden float64 product of the dequantized operands, plus the bias; the
+    # same product recomputed here in float64 is the center of the bit-exact interval.
+    b = loaded.inputs["bias"].double() if bias else torch.zeros(n).double()
+    reference = loaded.y_ref.double() + b
+    xq = quantize_activation(loaded.x, scheme, loaded.layer.input_scale)
+    a = loaded.x.double() if xq is None else xq.dequantize(torch.float64)
+    w = loaded.layer.weight.dequantize(torch.float64)
+    center = a @ w.t() + b
+    abs_product = a.abs() @ w.abs().t() + b.abs()
+    # Accumulation radius: each of the K terms passes through at most K + 3 float32
+    # roundings (two operand dequantizations or two scale multiplies, the product, K - 1
+    # additions, the bias): Higham gamma_{K+3}; plus gamma_K in float64 for `center`.
+    radius = dot_error_bound(abs_product, k + 2, torch.float32) + dot_error_bound(
+        abs_product, k, torch.float64
+    )
+    # vs golden: the radius, the golden's float32 storage (u_f32 |y|), and the path's
+    # roundings to the output dtype (u_out |y| each).
+    bound = (
+        radius
+        + rounding_bound(reference, torch.float32)
+        + rounding_bound(reference, out_dtype, roundings=roundings)
+    )
+    lo, hi = rounding_interval(center, radius, out_dtype)
+    # Quantization quality: the unquantized float64 product; the exact sum's cancellation
+    # (computed from the unquantized inputs) is added back before comparing with the floor.
+    exact = loaded.x.double() @ loaded.inputs["w"].double().t() + b
+    cancellation = cancellation_db(loaded.x, loaded.inputs["w"], b if bias else None)
+    return ExpectedOutput(reference, bound, lo, hi, exact, cancellation, roundings, scheme)
+
+
+def check_vs_golden(y: torch.Tensor, exp: ExpectedOutput, path: str) -> CheckResult:
+    return check_within_bound(
+        "vs_golden",
+        y,
+        exp.reference,
+        exp.bound,
+        f"{path} vs golden reference",
+        max_abs_error="max_abs_err_vs_golden",
+        worst_ratio="worst_error_to_bound",
+    )
+
+
+def check_rounding_interval(y: torch.Tensor, exp: ExpectedOutput, path: str) -> CheckResult:
+    """Rounded once to nearest, the result lies between the rounded ends of the
+    accumulation interval; where both ends round alike, it is determined bit for bit."""
+    name = "rounding_interval"
+    if exp.roundings != 1:
+        return not_applicable(name, f"{path} rounds {exp.roundings} times to the output dtype")
+    outside = outside_interval(y, exp.lo, exp.hi)
+    metrics = {"determined_fraction": float(exp.determined.float().mean())}
+    if not bool(outside.any()):
+        return passed(name, **metrics)
+    return failed(
+        name,
+        f"{path}: {int(outside.sum())}/{y.numel()} outputs are not a rounding of any value "
+        f"within the accumulation bound ({int((outside & exp.determined).sum())} of them "
+        "where the correctly rounded result is unique)",
+        first_offender(outside, y, (exp.lo, exp.hi)),
+        **metrics,
+    )
+
+
+def check_bits_vs_emulated(
+    y: torch.Tensor, y_emulated: torch.Tensor | None, exp: ExpectedOutput, path: str
+) -> CheckResult:
+    """Where the rounded result is unique, the path and `emulated` agree bit for bit."""
+    name = "bits_vs_emulated"
+    if y_emulated is None:
+        return not_applicable(name, f"{path} is the reference path")
+    if exp.roundings != 1:
+        return not_applicable(name, f"{path} rounds {exp.roundings} times to the output dtype")
+    differ = (y != y_emulated) & exp.determined
+    n = int(differ.sum())
+    metrics = {"bit_differences_vs_emulated": n}
+    if n == 0:
+        return passed(name, **metrics)
+    return failed(
+        name,
+        f"{path} and emulated differ in {n} outputs whose correctly rounded value is unique",
+        first_offender(differ, y, y_emulated),
+        **metrics,
+    )
+
+
+def check_vs_emulated(
+    y: torch.Tensor, y_emulated: torch.Tensor | None, exp: ExpectedOutput, path: str
+) -> CheckResult:
+    """Elsewhere both lie within the bound, so within twice the bound of each other."""
+    if y_emulated is None:
+        return not_applicable("vs_emulated", f"{path} is the reference path")
+    return check_within_bound(
+        "vs_emulated",
+        y,
+        y_emulated,
+        2 * exp.bound,
+        f"{path} vs emulated",
+        worst_ratio="worst_error_to_bound_vs_emulated",
+    )
+
+
+def check_sqnr_floor(y: torch.Tensor, exp: ExpectedOutput) -> CheckResult:
+    """SQNR vs the unquantized product: the floor bounds noise relative to the energy of the
+    products, so the exact sum's cancellation is added back before comparing."""
+    sqnr = sqnr_db(exp.exact, y)
+    term_sqnr = sqnr - exp.cancellation_db
+    floor = exp.scheme.sqnr_floor_db
+    metrics = {"sqnr_db": sqnr, "term_sqnr_db": term_sqnr, "sqnr_floor_db": floor}
+    if term_sqnr >= floor:
+        return passed("sqnr_floor", **metrics)
+    return failed(
+        "sqnr_floor",
+        f"SQNR {sqnr:.1f} dB (+{-exp.cancellation_db:.1f} dB cancellation of the exact sum = "
+        f"{term_sqnr:.1f} dB) below the floor {floor} dB for {exp.scheme.name}",
+        **metrics,
+    )
+
+
+def linear_checks(
+    y: torch.Tensor, y_emulated: torch.Tensor | None, exp: ExpectedOutput, path: str
+) -> list[CheckResult]:
+    """Every check of one output, in `LINEAR_CHECKS` order (``y_emulated`` None: the path
+    is the reference)."""
+    return [
+        check_finite("finite", y, "outputs"),
+        check_vs_golden(y, exp, path),
+        check_rounding_interval(y, exp, path),
+        check_bits_vs_emulated(y, y_emulated, exp, path),
+        check_vs_emulated(y, y_emulated, exp, path),
+        check_sqnr_floor(y, exp),
+    ]

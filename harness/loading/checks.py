@@ -1,0 +1,132 @@
+"""The loading suite's checks, named, each evaluated (one bug often fails several).
+
+Loaded shards, per loader: ``runtime_format`` (the layer holds the platform's FP8 flavour),
+``shards_match_checkpoint`` (`shard_violations`: bit-exact, or within one ULP where
+requantized).
+
+Loaders: ``<loader>_agrees_with_<first>`` per further loader (`runtime_differences`: codes,
+scales, input scale, bias and runtime scheme bit for bit).
+
+Output through a path: ``finite``, ``bias_applied_once`` (`bias_application_counts`),
+``output_vs_golden`` (the derived bound of `output_bound`). A wrong scale fails both of
+the last two: the bias check cannot tell a scaled product from a wrong bias count, the
+bound check says how far off the output is.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from harness.core.checks import (
+    CheckResult,
+    check_finite,
+    check_within_bound,
+    failed,
+    first_offender,
+    passed,
+)
+from harness.core.compare import dot_error_bound, rounding_bound
+from harness.loading.checkpoint import LinearCheckpoint
+from harness.loading.invariants import (
+    bias_application_counts,
+    runtime_differences,
+    shard_violations,
+)
+from harness.loading.loaders import LoadedLayer
+
+
+def check_runtime_format(loaded: LoadedLayer, flavour: str) -> CheckResult:
+    got = loaded.layer.weight.spec.format
+    if got == flavour:
+        return passed("runtime_format")
+    return failed("runtime_format", f"loaded weights are {got}, expected {flavour}")
+
+
+def check_shards_match_checkpoint(ckpt: LinearCheckpoint, loaded: LoadedLayer) -> CheckResult:
+    """Exact where only flavour normalization ran; within one ULP where requantized."""
+    problems = shard_violations(ckpt, loaded)
+    if not problems:
+        return passed("shards_match_checkpoint")
+    return failed("shards_match_checkpoint", "; ".join(problems))
+
+
+def agreement_check_name(loader: str, first: str) -> str:
+    return f"{loader}_agrees_with_{first}"
+
+
+def loader_agreement_checks(
+    first: str, reference: LoadedLayer, others: dict[str, LoadedLayer]
+) -> list[CheckResult]:
+    """One check per further loader: its runtime tensors are bit-identical to ``first``'s."""
+    results = []
+    for name, layer in others.items():
+        check = agreement_check_name(name, first)
+        problems = runtime_differences(reference, layer)
+        results.append(
+            failed(check, f"{first} vs {name}: " + "; ".join(problems))
+            if problems
+            else passed(check)
+        )
+    return results
+
+
+def output_bound(
+    y_ref: torch.Tensor,
+    bias: torch.Tensor,
+    abs_product: torch.Tensor,
+    k: int,
+    with_bias: bool,
+    out_dtype: torch.dtype,
+) -> torch.Tensor:
+    """Bound on |y - (y_ref + bias)| for a correctly loaded layer through any path.
+
+    Float32 accumulation of K products and the bias (Higham gamma_{K+1}), the golden's
+    float32 storage of y_ref, and up to two roundings to ``out_dtype`` (before/after a bias
+    epilogue) of an output as large as |y_ref| + 2|bias|, so 0, 1 or 2 bias applications
+    all fit.
+    """
+    reference = y_ref + (bias if with_bias else 0)
+    return (
+        dot_error_bound(abs_product + bias.abs(), k, torch.float32)
+        + rounding_bound(reference, torch.float32)
+        + rounding_bound(y_ref.abs() + 2 * bias.abs(), out_dtype, roundings=2)
+    )
+
+
+def check_bias_applied_once(
+    y: torch.Tensor,
+    y_ref: torch.Tensor,
+    bias: torch.Tensor,
+    bound: torch.Tensor,
+    with_bias: bool,
+    path: str,
+) -> CheckResult:
+    """Each output got the bias exactly once (none for a layer without bias)."""
+    counts = bias_application_counts(y, y_ref, bias, bound)
+    expected = 1 if with_bias else 0
+    wrong = counts != expected
+    if not bool(wrong.any()):
+        return passed("bias_applied_once")
+    return failed(
+        "bias_applied_once",
+        f"{path}: bias applied {sorted(set(counts[wrong].tolist()))} times (-1: neither 0, 1 "
+        f"nor 2) in {int(wrong.sum())}/{counts.numel()} outputs, expected {expected}",
+        first_offender(wrong, counts, torch.full((), float(expected))),
+    )
+
+
+def output_checks(
+    y: torch.Tensor,
+    y_ref: torch.Tensor,
+    bias: torch.Tensor,
+    bound: torch.Tensor,
+    with_bias: bool,
+    path: str,
+) -> list[CheckResult]:
+    """``finite``, ``bias_applied_once``, ``output_vs_golden``, in this order."""
+    reference = y_ref + (bias if with_bias else 0)
+    return [
+        check_finite("finite", y, "outputs"),
+        check_bias_applied_once(y, y_ref, bias, bound, with_bias, path),
+        check_within_bound("output_vs_golden", y, reference, bound, f"{path} vs golden"),
+    ]
