@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from harness.core.formats import get_format
+from harness.errors import QHarnessError
 
 if TYPE_CHECKING:  # schemes.py builds specs; this module only reads them
     from harness.core.schemes import QuantSpec
@@ -57,7 +58,7 @@ def register_convention(convention: Convention) -> Convention:
     return convention
 
 
-class UnknownConventionError(KeyError):
+class UnknownConventionError(QHarnessError, KeyError):
     def __str__(self) -> str:
         return str(self.args[0])
 

@@ -24,7 +24,7 @@ __all__ = [
 @functools.cache
 def quantizers() -> dict[str, Quantizer]:
     """All quantizers by name: built-ins first, then entry points. Names must be unique."""
-    external = load_entry_points(ENTRY_POINT_GROUP, Quantizer, "docs/ENGINES.md")  # type: ignore[type-abstract]
+    external = load_entry_points(ENTRY_POINT_GROUP, Quantizer, "docs/ENGINES-ADAPTERS.md")  # type: ignore[type-abstract]
     return by_unique_name((*BUILTIN_QUANTIZERS, *external), "quantizer")
 
 
