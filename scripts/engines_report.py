@@ -57,7 +57,7 @@ def render(docs: list[dict[str, Any]]) -> str:
         schemes: dict[str, set[str]] = defaultdict(set)
         conventions: dict[str, set[str]] = defaultdict(set)
         for r in records:
-            unit = r.get("quantizer") or r.get("loader") or r.get("path") or r.get("suite", "?")
+            unit = r.get("quantizer") or r.get("loader") or str(r["nodeid"]).split("::")[0]
             by_unit[str(unit)][r["outcome"]] += 1
             if r["outcome"] != "skipped" and r.get("scheme"):
                 schemes[str(unit)].add(str(r["scheme"]))
@@ -81,10 +81,12 @@ def render(docs: list[dict[str, Any]]) -> str:
             out += ["### Known findings reproduced", ""]
             texts: dict[str, list[str]] = defaultdict(list)
             for r in known:
-                text = str(r.get("reason", "")).split(" | ")[0].removeprefix("known finding: ")
-                texts[text].append(str(r["nodeid"]))
+                metrics = r.get("metrics") or {}
+                text = str(metrics.get("known_finding") or "see ENGINE-FINDINGS.md")
+                shown = ", ".join(metrics.get("first_mismatches") or [])[:300]
+                texts[text].append(f"`{r['nodeid']}`" + (f" ({shown})" if shown else ""))
             for text, ids in texts.items():
-                out += [f"- {text}", f"  - {len(ids)} cases, e.g. `{ids[0]}`"]
+                out += [f"- {text}", f"  - {len(ids)} cases, e.g. {ids[0]}"]
             out.append("")
         failed = [r for r in records if r["outcome"] == "failed"]
         out += ["### Unexplained differences", ""]
