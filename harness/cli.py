@@ -1,8 +1,9 @@
 """``python -m harness run|platform|schemes|golden|report|selftest``.
 
 These names, their options and their JSON outputs are a contract users script against;
-docs/CLI.md documents them. Errors are one line on stderr and exit status 2 (bad input) or
-1 (a check that failed); never a traceback for a user mistake.
+docs/CLI.md documents them. Exit status: 0 ok, 1 a check or test failed (or a regression was
+flagged), 2 bad input, 3 an unexpected internal error, 130 interrupted. Errors are one line on
+stderr; never a traceback (set QHARNESS_TRACEBACK=1 to see one for an internal error).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -17,10 +19,28 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, QHarnessError, UsageError
+from harness.errors import (
+    EXIT_FAILED,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    QHarnessError,
+    UnsafePathError,
+    UsageError,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "UsageError", "main"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "UsageError",
+    "main",
+]
+TRACEBACK_VARIABLE = "QHARNESS_TRACEBACK"
 
 
 def _print_json(obj: Any) -> None:
@@ -30,7 +50,7 @@ def _print_json(obj: Any) -> None:
 # --------------------------------------------------------------------- platform
 def platform_report() -> dict[str, Any]:
     """Platform, probed capabilities vs expectations, and the native support matrix."""
-    from harness.linear.matrix import support_matrix
+    from harness.linear.matrix import linear_dispatch_report, support_matrix
     from harness.moe.dispatch_report import moe_dispatch_report
     from harness.platform.capabilities import capabilities, expected
     from harness.platform.info import detect
@@ -46,6 +66,7 @@ def platform_report() -> dict[str, Any]:
         },
         "expected_missing": sorted(n for n in exp if not caps[n].available),
         "support": support_matrix(info),
+        "linear_dispatch": linear_dispatch_report(info),
         "moe_dispatch": moe_dispatch_report(info),
     }
 
@@ -77,6 +98,8 @@ def cmd_platform(args: argparse.Namespace) -> int:
         for path, s in paths.items():
             if not s["supported"]:
                 print(f"      {path}: {s['reason']}")
+    for problem in report["linear_dispatch"]["problems"]:
+        print(f"  LINEAR TABLE PROBLEM: {problem}")
     _print_moe_dispatch(report["moe_dispatch"])
     return EXIT_OK
 
@@ -125,7 +148,7 @@ def cmd_golden(args: argparse.Namespace) -> int:
     from harness.catalog import golden_builders
     from harness.store.golden import GoldenError, GoldenStore
 
-    store = GoldenStore(args.root, entry_builders=golden_builders())
+    store = GoldenStore(_golden_root(args.root), entry_builders=golden_builders())
     if args.action == "refresh":
         try:
             changes = store.refresh(only=args.only)
@@ -174,7 +197,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     ]
     print("+ " + " ".join(cmd), flush=True)
     status = subprocess.call(cmd, cwd=REPO_ROOT)
-    if out.exists():
+    if out.exists() and _promotes_to_latest(status, out):
         latest = out.parent / "latest.json"
         shutil.copyfile(out, latest)
         from harness.report.render import render_report
@@ -183,7 +206,43 @@ def cmd_run(args: argparse.Namespace) -> int:
     if status == 5:
         print("no tests ran: treating as a failure", file=sys.stderr)
         return EXIT_FAILED
-    return status
+    return exit_for_pytest(status)
+
+
+# pytest's exit statuses (pytest.ExitCode) and this CLI's: pytest's 2-4 would otherwise collide
+# with "bad input" and "internal error".
+_PYTEST_EXIT = {0: EXIT_OK, 1: EXIT_FAILED, 2: EXIT_INTERRUPTED, 3: EXIT_INTERNAL, 4: EXIT_USAGE}
+
+
+def exit_for_pytest(status: int) -> int:
+    """This CLI's exit status for a pytest exit status (5, no tests ran, is a failure)."""
+    return _PYTEST_EXIT.get(status, EXIT_FAILED)
+
+
+def _promotes_to_latest(status: int, out: Path) -> bool:
+    """Only a run whose pytest collected tests and wrote records becomes reports/latest.json:
+    a usage error, an internal error or "no tests ran" (a mistyped -k) never replaces it."""
+    if status in (3, 4, 5):
+        return False
+    from harness.report.results import ResultsError, read_results
+
+    try:
+        return bool(read_results(out)["records"])
+    except ResultsError:
+        return False
+
+
+def _golden_root(root: str) -> Path:
+    """``--root``: a directory path, never a file, a NUL or the file-system root."""
+    if not root or "\0" in root:
+        raise UsageError(f"--root {root!r} is not a usable directory path")
+    path = Path(root).expanduser()
+    resolved = path.resolve()
+    if resolved == Path(resolved.anchor) or resolved == Path.home().resolve():
+        raise UnsafePathError(f"--root {root} is a file-system root or the home directory")
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--root {root} is not a directory")
+    return path
 
 
 # ----------------------------------------------------------------------- report
@@ -238,20 +297,67 @@ def cmd_selftest(args: argparse.Namespace) -> int:
             return EXIT_FAILED
         if status != 0:
             print(f"{label} failed (exit {status})", file=sys.stderr)
-            return status
+            return exit_for_pytest(status) if cmd[2] == "pytest" else EXIT_FAILED
     return EXIT_OK
 
 
 # ------------------------------------------------------------------------ parser
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose ``pass_through`` subcommands (run, selftest) hand every
+    argument from the first one they do not know (or after ``--``) to pytest, unchanged:
+    ``run -k fp8_per_tensor``, ``run -x``, ``run -q``, ``run -- -k x`` all work."""
 
-    p = sub.add_parser("run", help="run all suites on this platform, write a results file")
+    def __init__(self, *args: Any, pass_through: bool = False, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # '--wor' is pytest's, not a '--workers'
+        super().__init__(*args, **kwargs)
+        self.pass_through = pass_through
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if not self.pass_through:
+            return super().parse_known_args(args, namespace)
+        ours, theirs = self._split_pass_through(list(sys.argv[1:] if args is None else args))
+        parsed, extra = super().parse_known_args(ours, namespace)
+        assert parsed is not None  # argparse returns the namespace it filled
+        parsed.pytest_args = [*extra, *theirs]
+        return parsed, []
+
+    def _split_pass_through(self, args: list[str]) -> tuple[list[str], list[str]]:
+        """Our options (with their values) up to the first unknown argument or ``--``."""
+        i = 0
+        while i < len(args):
+            token = args[i]
+            if token == "--":
+                return args[:i], args[i + 1 :]
+            action = self._option_string_actions.get(token.split("=", 1)[0])
+            if action is None:
+                return args[:i], args[i:]
+            takes_value = action.nargs != 0 and "=" not in token
+            i += 2 if takes_value else 1
+        return args, []
+
+
+def _workers(value: str) -> str:
+    """``--workers``: "auto" or a non-negative count (pytest-xdist's ``-n``)."""
+    if value == "auto" or (value.isascii() and value.isdigit()):
+        return value
+    raise argparse.ArgumentTypeError(f"{value!r} is not 'auto' or a non-negative integer")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m harness", description=(__doc__ or "").splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser(
+        "run", help="run all suites on this platform, write a results file", pass_through=True
+    )
     p.add_argument("--out", help="results file (default reports/results-<UTC>.json)")
-    p.add_argument("--workers", default="auto", help="pytest-xdist workers, 0 for none")
-    p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra pytest arguments")
-    p.set_defaults(func=cmd_run)
+    p.add_argument(
+        "--workers", default="auto", type=_workers, help="pytest-xdist workers, 0 for none"
+    )
+    p.set_defaults(func=cmd_run, pytest_args=[])
+    p.epilog = "Every other argument (or all after --) goes to pytest, e.g. -k fp8_per_tensor."
 
     p = sub.add_parser("platform", help="platform, probed capabilities, support matrix")
     p.add_argument("--json", action="store_true")
@@ -276,18 +382,51 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fail-on-regression", action="store_true", help="exit 1 on regressions")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("selftest", help="lint, type-check and run every test")
-    p.add_argument("--workers", default="auto", help="pytest-xdist workers, 0 for none")
-    p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra pytest arguments")
-    p.set_defaults(func=cmd_selftest)
+    p = sub.add_parser("selftest", help="lint, type-check and run every test", pass_through=True)
+    p.add_argument(
+        "--workers", default="auto", type=_workers, help="pytest-xdist workers, 0 for none"
+    )
+    p.set_defaults(func=cmd_selftest, pytest_args=[])
+    p.epilog = "Every other argument (or all after --) goes to the final pytest step."
     return parser
+
+
+def _validate_environment(args: argparse.Namespace) -> None:
+    """Environment values the command will use, checked before it starts anything."""
+    if args.command in ("run", "selftest"):
+        from harness.platform.devices import gpu_list_from_environment
+
+        gpu_list_from_environment(os.environ)
+
+
+def _internal_error(exc: BaseException) -> int:
+    """One line naming the exception and where it was raised, and how to see the traceback."""
+    import traceback
+
+    if os.environ.get(TRACEBACK_VARIABLE):
+        traceback.print_exception(exc)
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    message = " ".join(str(exc).split()) or "(no message)"
+    print(
+        f"internal error: {type(exc).__name__}{where}: {message[:300]} -- this is a bug in "
+        f"qharness; rerun with {TRACEBACK_VARIABLE}=1 for the traceback and report it",
+        file=sys.stderr,
+    )
+    return EXIT_INTERNAL
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        _validate_environment(args)
         status: int = args.func(args)
     except QHarnessError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {' '.join(str(exc).splitlines())}", file=sys.stderr)
         return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # the one place a bug becomes one line and exit 3
+        return _internal_error(exc)
     return status

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from harness.errors import EnvironmentValueError
+
 if TYPE_CHECKING:
     from harness.core.checks import CheckResult
     from harness.memory.tracker import PeakMeasurement
@@ -83,7 +85,7 @@ def is_active(config: pytest.Config) -> bool:
     )
 
 
-GPU_LIST_VARIABLE = "QHARNESS_GPUS"
+GPU_LIST_VARIABLE = "QHARNESS_GPUS"  # parsed by harness.platform.devices
 VISIBILITY_VARIABLES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 
 
@@ -93,7 +95,9 @@ def pin_worker_gpu(environ: MutableMapping[str, str]) -> str | None:
     Runs in the worker's pytest_configure, before any test touches the device, so each
     worker sees one GPU (CUDA and ROCm read the same ordinal from both variables).
     """
-    gpus = [g.strip() for g in environ.get(GPU_LIST_VARIABLE, "").split(",") if g.strip()]
+    from harness.platform.devices import gpu_list_from_environment  # torch: import when asked
+
+    gpus = gpu_list_from_environment(environ)  # EnvironmentValueError for abc, -1, ...
     worker = re.fullmatch(r"gw(\d+)", environ.get("PYTEST_XDIST_WORKER", ""))
     if not gpus or worker is None:
         return None
@@ -107,9 +111,16 @@ def pytest_configure(config: pytest.Config) -> None:
     if not is_active(config):
         return
     config.pluginmanager.register(ActiveHooks(), "qharness-active")
-    if hasattr(config, "workerinput"):
-        pin_worker_gpu(os.environ)
-    else:  # xdist workers ship reports to the controller, which records them
+    from harness.platform.devices import gpu_list_from_environment
+
+    try:
+        if hasattr(config, "workerinput"):
+            pin_worker_gpu(os.environ)
+        else:
+            gpu_list_from_environment(os.environ)  # refused before any worker starts
+    except EnvironmentValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if not hasattr(config, "workerinput"):  # workers ship reports to the controller
         config.pluginmanager.register(ResultRecorder(config), "qharness-recorder")
 
 

@@ -38,7 +38,7 @@ from harness.moe.checks import (
     routing_checks,
     shape_checks,
 )
-from harness.moe.dispatch import dispatch_problems, platform_key
+from harness.moe.dispatch import dispatch_problems
 from harness.moe.model import (
     MoELayer,
     MoETrace,
@@ -50,7 +50,9 @@ from harness.moe.model import (
 from harness.moe.paths import MoEProblem, get_moe_path
 from harness.moe.paths.kernels import MOE_KERNELS
 from harness.moe.paths.native import NativeMoEPath
+from harness.paths.base import is_reference, kernel_name
 from harness.platform import capabilities
+from harness.platform.info import platform_key
 from harness.store.golden import GoldenError
 
 
@@ -156,12 +158,6 @@ def _unquantized_output(
     return down_and_combine_f64(g * torch.sigmoid(g) * u, inputs["w2"][:experts], routing)
 
 
-def _kernel_name(path: Any, scheme: Any, platform: Any) -> str:
-    """What runs for this path and scheme here (a path may say; else its own name)."""
-    kernel_name = getattr(path, "kernel_name", None)
-    return str(kernel_name(scheme, platform)) if kernel_name is not None else str(path.name)
-
-
 @pytest.mark.parametrize("case", list(moe_cases()), ids=lambda c: c.id)
 def test_moe(
     case: MoECase, golden_store: Any, qh_platform: Any, record_result: Any, record_checks: Any
@@ -173,7 +169,7 @@ def test_moe(
     if not support.ok:
         pytest.skip(support.reason)
     numerics = path.numerics(scheme, qh_platform)
-    record_result(kernel=_kernel_name(path, scheme, qh_platform), numerics=numerics.describe())
+    record_result(kernel=kernel_name(path, scheme, qh_platform), numerics=numerics.describe())
     loaded = load_moe_case(_golden(golden_store, golden_entry(case.scheme)), case)
     device = qh_platform.torch_device
     layer = loaded.layer
@@ -187,7 +183,7 @@ def test_moe(
     routing = Routing(routing.ids.cpu(), routing.weights.cpu(), routing.num_experts)
 
     reference = None
-    if not getattr(path, "is_reference", False):
+    if not is_reference(path):
         emulated = get_moe_path("emulated")
         reference = ReferenceRun(
             _run("emulated", layer, loaded.x, routing, qh_platform),

@@ -13,6 +13,7 @@ import pytest
 
 from harness.moe.paths import moe_paths
 from harness.paths import linear_paths
+from harness.paths.base import uses_capabilities
 from harness.platform import capabilities
 
 
@@ -28,7 +29,7 @@ def test_expected_capabilities_are_present(qh_platform: Any) -> None:
 def test_every_available_capability_is_used_by_a_path(qh_platform: Any) -> None:
     claimed: set[str] = set()
     for path in (*linear_paths().values(), *moe_paths().values()):
-        claimed |= set(getattr(path, "uses_capabilities", frozenset()))
+        claimed |= uses_capabilities(path)
     unknown = claimed - set(capabilities.PROBES)
     assert not unknown, f"paths claim capabilities no probe tests: {sorted(unknown)}"
     available = {n for n, c in capabilities.capabilities(qh_platform).items() if c.available}

@@ -194,6 +194,34 @@ def test_emulated_allowance_is_explicit() -> None:
     assert not any("weight" in name for name in kernel_terms)
 
 
+class _AnyKernelPath:
+    """A path from nowhere in particular: no ``is_reference``, so a kernel's budget."""
+
+    name = "any_kernel_path"
+    supports = forward = None
+
+
+def test_the_allowance_follows_is_reference_not_the_name() -> None:
+    """The reference allowance is keyed on ``is_reference``: a reference under another name
+    gets it, a non-reference named "emulated" does not."""
+    scheme = SCHEMES["fp8_per_tensor"]
+    problem = LinearProblem(4, 256, 256, bias=True, out_dtype=torch.bfloat16)
+
+    class OtherReference(_AnyKernelPath):
+        name, is_reference = "another_reference", True
+
+    class NotTheReference(_AnyKernelPath):
+        name, is_reference = "emulated", False
+
+    reference = forward_budget(OtherReference(), scheme, problem, CPU)  # type: ignore[arg-type]
+    assert reference.allows_full_precision_weight
+    assert "weight_dequantize" in {t.name for t in reference.terms}
+    impostor = forward_budget(NotTheReference(), scheme, problem, CPU)  # type: ignore[arg-type]
+    assert not impostor.allows_full_precision_weight
+    assert not any("weight" in t.name for t in impostor.terms)
+    assert forward_budget("emulated", scheme, problem, CPU).allows_full_precision_weight
+
+
 @pytest.mark.parametrize("name", ["mxfp4", "mxfp6", "mxfp8", "fp8_block"])
 def test_emulated_budget_bounds_hand_made_schemes(name: str) -> None:
     """Schemes not registered yet still get a budget, and the emulated path keeps to it."""
@@ -216,7 +244,7 @@ def test_memory_shapes_can_show_a_weight_copy(platform: PlatformInfo) -> None:
     for scheme in schemes:
         for m, n, k in MEMORY_SHAPES:
             problem = LinearProblem(m, n, k, bias=True, out_dtype=torch.float32)
-            budget = forward_budget("any_kernel_path", scheme, problem, platform)
+            budget = forward_budget(_AnyKernelPath(), scheme, problem, platform)
             assert not budget.allows_full_precision_weight
             assert budget.total < n * k * 2, f"{scheme.name} {m}x{n}x{k}: {budget.describe()}"
     gpu_terms = {t.name for t in forward_budget("native", scheme, problem, platform).terms}

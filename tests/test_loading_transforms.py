@@ -16,14 +16,13 @@ from harness.loading.transforms import (
     SCALE_SLOT_SENTINEL,
     LoadError,
     LoadState,
-    from_blocked_scale_layout,
     merge_input_scales,
     normalize_e4m3fn_to_e4m3fnuz,
     normalize_e4m3fnuz_to_e4m3fn,
     requantize_with_max_scale,
     scales_to_tile_grid,
-    to_blocked_scale_layout,
 )
+from harness.ops.block_scaled import swizzle_32_4_4, unswizzle_32_4_4
 
 
 def _state(
@@ -178,18 +177,19 @@ def test_scales_to_tile_grid_refuses_shard_slots_for_a_per_tensor_kernel() -> No
 
 
 def test_mx_blocked_scale_layout() -> None:
+    """The one MX scale layout (harness.ops.block_scaled) a loader would write: 128x4 tiles."""
     rows, cols = 130, 6  # padded to 256 x 8
     grid = torch.arange(rows * cols, dtype=torch.int32).reshape(rows, cols)
-    blocked = to_blocked_scale_layout(grid)
+    blocked = swizzle_32_4_4(grid)
     assert blocked.numel() == 256 * 8
     n_col_tiles = 2
     for r, c in [(0, 0), (1, 0), (31, 3), (32, 0), (127, 3), (128, 5), (129, 4)]:
         tile = (r // 128) * n_col_tiles + c // 4
         offset = tile * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4 + c % 4
         assert int(blocked[offset]) == int(grid[r, c]), (r, c)
-    assert torch.equal(from_blocked_scale_layout(blocked, rows, cols), grid)
-    with pytest.raises(LoadError, match="expected 2048"):
-        from_blocked_scale_layout(blocked[:-1], rows, cols)
+    assert torch.equal(unswizzle_32_4_4(blocked, rows, cols), grid)
+    with pytest.raises(ValueError, match="expected 2048"):
+        unswizzle_32_4_4(blocked[:-1], rows, cols)
 
 
 def test_bias_application_counts_tell_0_1_2_apart() -> None:

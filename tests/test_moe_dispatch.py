@@ -10,7 +10,6 @@ import torch
 from moe_helpers import FP8_PER_BLOCK, FP8_PER_CHANNEL, W_MXFP4, W_MXFP4_A_MXFP6, small_moe
 
 from harness.core.schemes import SCHEMES, Scheme
-from harness.moe.bounds import EXACT_FP32, GemmNumerics
 from harness.moe.dispatch import (
     EMULATE,
     MOE_ALL_INTENDED,
@@ -23,7 +22,7 @@ from harness.moe.paths import MoEProblem, get_moe_path
 from harness.moe.paths.emulated import per_expert_gemm
 from harness.moe.paths.kernels import MOE_KERNELS, Fp8RowwiseGroupedKernel
 from harness.moe.paths.native import NativeMoEPath
-from harness.paths.base import Support
+from harness.paths.base import EXACT_FP32, Numerics, Support
 from harness.platform.info import PlatformInfo
 
 CPU = PlatformInfo("cpu", "x86_64", "test cpu", torch.__version__, None, None)
@@ -40,13 +39,13 @@ class PureMXFP4Kernel:
     def __init__(self) -> None:
         self.calls: list[tuple[str, bool]] = []
 
-    def accepts(self, scheme: Scheme) -> tuple[bool, str]:
+    def accepts(self, scheme: Scheme) -> Support:
         w = scheme.weight
         if w.format != "e2m1" or w.block != (1, 32):
-            return False, "weights must be e2m1 in 1x32 blocks"
+            return Support.no("weights must be e2m1 in 1x32 blocks")
         if scheme.activation is not None:
-            return False, "activations must stay unquantized (pure w_mxfp4 only)"
-        return True, ""
+            return Support.no("activations must stay unquantized (pure w_mxfp4 only)")
+        return Support.yes()
 
     def capability(self, scheme: Scheme) -> str:
         return "fake"
@@ -54,7 +53,7 @@ class PureMXFP4Kernel:
     def fits(self, problem: MoEProblem, platform: PlatformInfo) -> Support:
         return Support.yes()
 
-    def numerics(self, scheme: Scheme) -> GemmNumerics:
+    def numerics(self, scheme: Scheme) -> Numerics:
         return EXACT_FP32
 
     def gemm(self, a: Operand, row_experts: torch.Tensor, w: QuantizedExperts) -> torch.Tensor:
@@ -152,19 +151,22 @@ def test_the_table_decides_exactly_the_registered_schemes() -> None:
 def test_rowwise_kernel_contract_reads_quantspec_fields() -> None:
     """Contracts are read from QuantSpec fields, so a renamed twin would face the same."""
     rowwise = Fp8RowwiseGroupedKernel()
-    assert rowwise.accepts(SCHEMES["fp8_per_tensor"]) == (True, "")
-    assert rowwise.accepts(FP8_PER_CHANNEL) == (True, "")
-    ok, reason = rowwise.accepts(FP8_PER_BLOCK)
-    assert not ok
-    assert "block_128x128" in reason
-    ok, reason = rowwise.accepts(W_MXFP4)
-    assert not ok
-    assert "e2m1" in reason
+    assert rowwise.accepts(SCHEMES["fp8_per_tensor"]) == Support.yes()
+    assert rowwise.accepts(FP8_PER_CHANNEL) == Support.yes()
+    block = rowwise.accepts(FP8_PER_BLOCK)
+    assert not block.ok
+    assert "block_128x128" in block.reason
+    mx = rowwise.accepts(W_MXFP4)
+    assert not mx.ok
+    assert "e2m1" in mx.reason
     fnuz_act = dataclasses.replace(
         FP8_PER_CHANNEL,
         activation=dataclasses.replace(FP8_PER_CHANNEL.weight, format="e4m3fnuz"),
     )
-    assert rowwise.accepts(fnuz_act) == (False, "weight and activation FP8 flavours differ")
+    assert rowwise.accepts(fnuz_act) == Support.no(
+        "weight and activation element formats differ (e4m3fn x e4m3fnuz); the kernel takes "
+        "one format on both operands"
+    )
     assert set(MOE_KERNELS) == {"grouped_mm.bf16", "scaled_grouped_mm.rowwise"}
 
 

@@ -27,6 +27,7 @@ from harness.ops.block_scaled import (
     blockwise_scaled_mm,
     mx_scaled_mm,
     swizzle_32_4_4,
+    unswizzle_32_4_4,
 )
 from harness.paths import get_path
 from harness.paths.native import ScaleShapeError, scaled_mm_scales
@@ -168,6 +169,7 @@ def test_swizzle_matches_the_documented_offsets(rows: int, cols: int) -> None:
             offset = tile * 512 + (r % 32) * 16 + (r % 128) // 32 * 4 + c % 4
             assert flat[offset] == grid[r, c], (r, c)
     assert int((flat == 0).sum()) == flat.numel() - rows * cols  # padding is zero
+    assert torch.equal(unswizzle_32_4_4(flat, rows, cols), grid)
 
 
 def _meta(shape: tuple[int, ...], dtype: torch.dtype = torch.uint8) -> torch.Tensor:

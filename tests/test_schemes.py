@@ -18,7 +18,7 @@ from harness.core.schemes import (
     mx_spec,
     sqnr_floor_db,
 )
-from harness.paths.native import KERNELS, SCALED_MM_SCHEMES
+from harness.paths.native import KERNELS, SCALED_MM_SCHEMES, linear_dispatch_problems
 
 FP8_NAMES = [
     "fp8_per_tensor",
@@ -139,6 +139,7 @@ def test_sqnr_floors_follow_the_mantissa_widths(name: str, want: float) -> None:
 
 
 def test_native_table_names_registered_schemes_and_known_kernels() -> None:
+    assert linear_dispatch_problems() == []  # registry and the modes' contracts
     for name, mode in SCALED_MM_SCHEMES.items():
         assert name in SCHEMES, name
         assert mode in KERNELS, mode

@@ -25,8 +25,8 @@ import torch
 from harness.core.formats import get_format
 from harness.errors import QHarnessError
 
-if TYPE_CHECKING:  # schemes.py builds specs; this module only reads them
-    from harness.core.schemes import QuantSpec
+if TYPE_CHECKING:  # spec.py defines specs; this module only reads them
+    from harness.core.spec import QuantSpec
 
 ScaleHook = Callable[[torch.Tensor, torch.Tensor, "QuantSpec"], torch.Tensor]
 TensorHook = Callable[[torch.Tensor], torch.Tensor]

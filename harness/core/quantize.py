@@ -160,16 +160,29 @@ def calibrate_input_scale(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
     return compute_scale(tile_amax(x.float(), spec), spec)
 
 
+def quantize_input(
+    x: torch.Tensor,
+    spec: QuantSpec | None,
+    static_scale: torch.Tensor | None,
+    owner: str = "the layer",
+) -> QuantizedTensor | None:
+    """The one activation quantizer (linear inputs, MoE inputs and intermediates).
+
+    ``spec`` None: activations stay unquantized (None is returned). Dynamic specs compute
+    their scales per call; static ones use ``static_scale``, which calibration provided.
+    """
+    if spec is None:
+        return None
+    if not spec.dynamic and static_scale is None:
+        raise ValueError(f"{owner} has static activation scales but none was given")
+    return quantize(x, spec, None if spec.dynamic else static_scale)
+
+
 def quantize_activation(
     x: torch.Tensor, scheme: Scheme, input_scale: torch.Tensor | None
 ) -> QuantizedTensor | None:
     """Quantize activations as the scheme says; None when activations stay unquantized."""
-    spec = scheme.activation
-    if spec is None:
-        return None
-    if not spec.dynamic and input_scale is None:
-        raise ValueError(f"scheme {scheme.name} has static activation scales but none was given")
-    return quantize(x, spec, None if spec.dynamic else input_scale)
+    return quantize_input(x, scheme.activation, input_scale, f"scheme {scheme.name}")
 
 
 def quantize_linear(

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -37,11 +36,9 @@ from harness.core.formats import (
     e8m0_decode,
     get_format,
 )
+from harness.core.spec import QuantSpec
 
-if TYPE_CHECKING:  # schemes.py imports this module to derive SQNR floors
-    from harness.core.schemes import QuantSpec
-
-ScaleRule = Callable[[torch.Tensor, "QuantSpec"], torch.Tensor]
+ScaleRule = Callable[[torch.Tensor, QuantSpec], torch.Tensor]
 SCALE_RULES: dict[str, ScaleRule] = {}
 SCALE_RULE_FORMATS: dict[str, str] = {}  # rule name -> the scale format its scales fit
 

@@ -3,7 +3,8 @@
 A scheme says how the weight and the activation of a linear layer are quantized: element
 format, scale granularity (a tile of rows x columns sharing one scale), scale format and
 rounding, static or dynamic activation scales. Code that needs to know a scheme's
-behaviour reads these fields; nothing parses scheme names.
+behaviour reads these fields; nothing parses scheme names. `QuantSpec` itself lives in
+`harness.core.spec` (re-exported here), so the scale rules need not import this module.
 """
 
 from __future__ import annotations
@@ -14,54 +15,11 @@ from typing import Any
 
 from harness.core.formats import get_format
 from harness.core.scales import saturation_loss
+from harness.core.spec import ELEMENT_ROUNDING as ELEMENT_ROUNDING  # re-exported
+from harness.core.spec import FP8_BLOCK, MX_BLOCK
+from harness.core.spec import WHOLE as WHOLE  # re-exported
+from harness.core.spec import QuantSpec as QuantSpec  # re-exported
 from harness.errors import QHarnessError
-
-WHOLE = None  # a block dimension of WHOLE spans the whole tensor dimension
-# Every element codec rounds to nearest, ties to even, and saturates (harness.core.formats).
-ELEMENT_ROUNDING = "rne"
-
-
-@dataclass(frozen=True)
-class QuantSpec:
-    """How one tensor ([rows, K], K the reduction dim) is quantized."""
-
-    format: str  # element format name, see harness.core.formats.FORMATS
-    block: tuple[int | None, int | None] = (WHOLE, WHOLE)  # rows x cols sharing one scale
-    scale_format: str = "fp32"  # "fp32" or "e8m0"
-    scale_rounding: str = "exact"  # "exact" (fp32 amax/max) or an E8M0 mode (core.scales)
-    dynamic: bool = False  # activations: scale computed per call (True) or calibrated (False)
-    clamp_max: float | None = None  # saturation bound below the format max (e.g. 224 for fnuz)
-    # engine conventions in effect (harness.core.conventions); empty: the reference definition
-    conventions: frozenset[str] = frozenset()
-
-    def __post_init__(self) -> None:
-        get_format(self.format)  # fail fast on a typo
-
-    @property
-    def granularity(self) -> str:
-        rows, cols = self.block
-        if rows is WHOLE and cols is WHOLE:
-            return "per_tensor"
-        if rows == 1 and cols is WHOLE:
-            return "per_row"
-        return f"block_{rows or 'all'}x{cols or 'all'}"
-
-    @property
-    def qmax(self) -> float:
-        return self.clamp_max if self.clamp_max is not None else get_format(self.format).max_finite
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format": self.format,
-            "element_rounding": ELEMENT_ROUNDING,
-            "granularity": self.granularity,
-            "block": list(self.block),
-            "scale_format": self.scale_format,
-            "scale_rounding": self.scale_rounding,
-            "dynamic": self.dynamic,
-            "clamp_max": self.clamp_max,
-            "conventions": sorted(self.conventions),
-        }
 
 
 @dataclass(frozen=True)
@@ -149,7 +107,6 @@ def sqnr_floor_db(weight: QuantSpec, activation: QuantSpec | None) -> float:
 # the same bits mean different values. "_clamp224" variants saturate fnuz quantization at
 # 224 instead of 240, as some ROCm stacks do.
 FP8_FLAVOURS: dict[str, str] = {"": "e4m3fn", "_fnuz": "e4m3fnuz"}
-FP8_BLOCK = 128  # DeepSeek-style block scaling: 128x128 weight tiles, 1x128 activation groups
 
 
 def _fp8_layouts(fmt: str, clamp: float | None) -> dict[str, tuple[QuantSpec, QuantSpec, str]]:
@@ -207,7 +164,6 @@ for _granularity in ("per_tensor", "per_channel"):
 # Every quantized operand is MX: 1x32 blocks along K, one E8M0 scale per block, dynamic for
 # activations. "a_fp8" reads as MX-FP8 (e4m3fn elements, 1x32 E8M0 scales, dynamic), the
 # activation format of Quark's mixed MX schemes; no per-tensor FP8 scale is involved.
-MX_BLOCK = 32
 MX_DEFAULT_SCALE_MODE = "floor"  # the OCP MX spec
 MX_SCHEMES: dict[str, tuple[str, str | None]] = {
     "w_mxfp4": ("e2m1", None),

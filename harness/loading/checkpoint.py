@@ -22,6 +22,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
+from harness.core.files import UnreadableFileError, check_regular_file
 from harness.core.formats import decode, get_format
 from harness.core.quantize import QuantizedTensor, quantize, scale_grid
 from harness.core.schemes import WHOLE, QuantSpec, Scheme, UnknownSchemeError, get_scheme
@@ -29,6 +30,11 @@ from harness.errors import QHarnessError
 
 CONFIG_KEY = "quantization_config"  # __metadata__ key: {"method": ..., "scheme": ...}
 LAYOUT_KEY = "qharness_layer"  # __metadata__ key: {"prefix": ..., "shards": [[name, width]...]}
+# A scale must leave headroom for the largest code times the scale, doubled (loaders double
+# scales when they normalize e4m3fn to e4m3fnuz), to stay a finite float32: a bigger scale
+# loads into inf/NaN weights.
+SCALE_HEADROOM = 2.0
+FLOAT32_MAX = float(torch.finfo(torch.float32).max)
 
 
 class CheckpointError(QHarnessError, ValueError):
@@ -182,6 +188,10 @@ def save_checkpoint(ckpt: LinearCheckpoint, path: Path | str) -> None:
 
 def _read_raw(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     try:
+        check_regular_file(path, "checkpoint")  # a FIFO must not hang the reader
+    except UnreadableFileError as exc:
+        raise CheckpointError(str(exc)) from None
+    try:
         with safe_open(str(path), framework="pt") as fh:
             metadata = dict(fh.metadata() or {})
             tensors = {name: fh.get_tensor(name) for name in fh.keys()}  # noqa: SIM118
@@ -199,6 +209,31 @@ def _json_field(metadata: dict[str, str], key: str, where: str) -> Any:
         return json.loads(metadata[key])
     except json.JSONDecodeError as exc:
         raise CheckpointError(f"{where}: __metadata__[{key!r}] is not JSON: {exc}") from exc
+    except RecursionError:
+        raise CheckpointError(f"{where}: __metadata__[{key!r}] is nested too deeply") from None
+
+
+def _layout(layout: Any, where: str) -> tuple[str, list[tuple[str, int]]]:
+    """The layer prefix and ``[(shard name, width)]``: strings and non-negative integers
+    (not bools, floats, NaN or Infinity, which JSON parsers accept)."""
+    expected = "{'prefix': str, 'shards': [[name, width], ...]}"
+    field = f"{where}: __metadata__[{LAYOUT_KEY!r}]"
+    if not isinstance(layout, dict) or not isinstance(layout.get("prefix"), str):
+        raise CheckpointError(f"{field} must be {expected}; 'prefix' is missing or not a string")
+    shards = layout.get("shards")
+    if not isinstance(shards, list):
+        raise CheckpointError(f"{field}['shards'] must be a list of [name, width] pairs")
+    specs = []
+    for i, item in enumerate(shards):
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
+            raise CheckpointError(f"{field}['shards'][{i}] must be [name, width], got {item!r}")
+        width = item[1]
+        if type(width) is not int or width < 0:
+            raise CheckpointError(
+                f"{field}['shards'][{i}] width must be a non-negative integer, got {width!r}"
+            )
+        specs.append((item[0], width))
+    return layout["prefix"], specs
 
 
 def read_checkpoint(path: Path | str) -> LinearCheckpoint:
@@ -207,15 +242,7 @@ def read_checkpoint(path: Path | str) -> LinearCheckpoint:
     where = str(path)
     tensors, metadata = _read_raw(path)
     config = QuantConfig.from_json(_json_field(metadata, CONFIG_KEY, where), where)
-    layout = _json_field(metadata, LAYOUT_KEY, where)
-    try:
-        prefix = str(layout["prefix"])
-        shard_specs = [(str(n), int(w)) for n, w in layout["shards"]]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CheckpointError(
-            f"{where}: __metadata__[{LAYOUT_KEY!r}] must be {{'prefix': str, 'shards': "
-            f"[[name, width], ...]}}, got {layout!r}"
-        ) from exc
+    prefix, shard_specs = _layout(_json_field(metadata, LAYOUT_KEY, where), where)
     probe = LinearCheckpoint(prefix, config, (), None, where)
     shards = []
     for name, width in shard_specs:
@@ -238,7 +265,7 @@ def read_checkpoint(path: Path | str) -> LinearCheckpoint:
 
 
 # ----------------------------------------------------------------------- validation
-def _check_scale_values(name: str, scale: torch.Tensor, where: str) -> None:
+def _check_scale_values(name: str, scale: torch.Tensor, where: str, code_max: float) -> None:
     if scale.dtype != torch.float32:
         raise CheckpointError(f"{where}: tensor {name!r} is {scale.dtype}, expected float32")
     bad = ~(torch.isfinite(scale) & (scale > 0))
@@ -248,6 +275,13 @@ def _check_scale_values(name: str, scale: torch.Tensor, where: str) -> None:
         raise CheckpointError(
             f"{where}: tensor {name!r} holds {int(bad.sum())} scale(s) that are not finite and "
             f"positive (first at index {first}: {value}); scales must be finite and > 0"
+        )
+    limit = FLOAT32_MAX / (code_max * SCALE_HEADROOM)
+    if scale.numel() and float(scale.max()) > limit:
+        raise CheckpointError(
+            f"{where}: tensor {name!r} holds a scale of {float(scale.max()):.6g}, too large: the "
+            f"largest code ({code_max:g}) times it, doubled when a loader normalizes "
+            f"e4m3fn/e4m3fnuz, overflows float32; scales must be <= {limit:.6g}"
         )
 
 
@@ -303,7 +337,9 @@ def _weight_scale(ckpt: LinearCheckpoint, scheme: Scheme, shard: Shard) -> None:
             f"expected one of {list(allowed)} for {scheme.weight.granularity} scales of a "
             f"{(shard.width, k)} weight"
         )
-    _check_scale_values(sname, shard.weight_scale, where)
+    _check_scale_values(
+        sname, shard.weight_scale, where, get_format(scheme.weight.format).max_finite
+    )
 
 
 def _input_scale(ckpt: LinearCheckpoint, scheme: Scheme, shard: Shard) -> None:
@@ -326,7 +362,8 @@ def _input_scale(ckpt: LinearCheckpoint, scheme: Scheme, shard: Shard) -> None:
             f"{where}: tensor {iname!r} has shape {tuple(shard.input_scale.shape)}, "
             "expected () (one per-tensor input scale)"
         )
-    _check_scale_values(iname, shard.input_scale, where)
+    act_format = scheme.activation.format if scheme.activation else scheme.weight.format
+    _check_scale_values(iname, shard.input_scale, where, get_format(act_format).max_finite)
 
 
 SHARD_VALIDATORS: tuple[ShardValidator, ...] = (

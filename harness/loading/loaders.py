@@ -15,7 +15,6 @@ callable returning a `Loader`), as paths do.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import torch
@@ -36,7 +35,7 @@ from harness.loading.transforms import (
     scales_to_tile_grid,
 )
 from harness.paths.base import Support
-from harness.paths.registry import by_unique_name, load_entry_points, lookup
+from harness.paths.registry import Registry
 
 ENTRY_POINT_GROUP = "qharness.loaders"
 
@@ -230,12 +229,11 @@ COMMUTING_STEPS: dict[frozenset[str], str] = {
 }
 
 
-@functools.cache
-def loaders() -> dict[str, Loader]:
-    """All loaders by name: built-ins first, then entry points. Names must be unique."""
-    external = load_entry_points(ENTRY_POINT_GROUP, Loader, "docs/LOADING.md")
-    return by_unique_name((*BUILTIN_LOADERS, *external), "loader")
+# All loaders by name: built-ins first, then entry points. Names must be unique.
+loaders: Registry[Loader] = Registry(
+    ENTRY_POINT_GROUP, Loader, "loader", "docs/LOADING.md", BUILTIN_LOADERS
+)
 
 
 def get_loader(name: str) -> Loader:
-    return lookup(loaders(), name, "loader")
+    return loaders.get(name)

@@ -299,36 +299,3 @@ def contiguous_kernel_layout(state: LoadState) -> LoadState:
         weight_scale=state.weight_scale.contiguous(),
         input_scale=None if state.input_scale is None else state.input_scale.contiguous(),
     )
-
-
-# ------------------------------------------------------------------- MX scale layout
-MX_SCALE_TILE = (128, 4)  # rows x scale-columns of one swizzled tile
-
-
-def to_blocked_scale_layout(scales: torch.Tensor) -> torch.Tensor:
-    """E8M0 scale grid [R, C] -> the flat swizzled layout MX GEMMs take (cuBLAS, torch).
-
-    The grid is zero-padded to multiples of (128, 4); each 128x4 tile is stored as 32
-    groups of 16 bytes, byte (r, c) of a tile at offset (r % 32) * 16 + (r // 32) * 4 + c.
-    The kernel's expected scale size is ceil(R/128)*128 * ceil(C/4)*4 bytes.
-    """
-    rows, cols = scales.shape
-    tr, tc = MX_SCALE_TILE
-    n_r, n_c = -(-rows // tr), -(-cols // tc)
-    padded = torch.zeros((n_r * tr, n_c * tc), dtype=scales.dtype, device=scales.device)
-    padded[:rows, :cols] = scales
-    tiles = padded.reshape(n_r, tr, n_c, tc).permute(0, 2, 1, 3)
-    return tiles.reshape(-1, 4, 32, tc).transpose(1, 2).reshape(-1)
-
-
-def from_blocked_scale_layout(blocked: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
-    """Inverse of `to_blocked_scale_layout` (drops the padding)."""
-    tr, tc = MX_SCALE_TILE
-    n_r, n_c = -(-rows // tr), -(-cols // tc)
-    if blocked.numel() != n_r * tr * n_c * tc:
-        raise LoadError(
-            f"blocked MX scales hold {blocked.numel()} bytes, expected {n_r * tr * n_c * tc} "
-            f"for a ({rows}, {cols}) scale grid"
-        )
-    tiles = blocked.reshape(-1, 32, 4, tc).transpose(1, 2).reshape(n_r, n_c, tr, tc)
-    return tiles.permute(0, 2, 1, 3).reshape(n_r * tr, n_c * tc)[:rows, :cols]

@@ -31,15 +31,17 @@ import torch
 from harness.core.formats import get_format
 from harness.core.quantize import QuantizedLinear, scale_grid, tile_shape
 from harness.core.schemes import QuantSpec, Scheme
-from harness.paths.base import LinearProblem
+from harness.paths import get_path
+from harness.paths.base import LinearPath, LinearProblem, is_reference
 from harness.platform.info import PlatformInfo
 
 __all__ = [
     "HELD",
     "IDEAL",
+    "KERNEL_ALLOWANCE",
     "LAYOUTS",
     "PACKED",
-    "PATH_ALLOWANCES",
+    "REFERENCE_ALLOWANCE",
     "BudgetTerm",
     "ForwardBudget",
     "StorageLayout",
@@ -285,7 +287,7 @@ def _output_term(problem: LinearProblem) -> BudgetTerm:
     )
 
 
-def _emulated_terms(scheme: Scheme, problem: LinearProblem) -> list[BudgetTerm]:
+def _reference_terms(scheme: Scheme, problem: LinearProblem) -> list[BudgetTerm]:
     """The reference path dequantizes both operands to float32 by design (it is the model
     of what kernels compute, not a kernel): its budget allows a float32 weight."""
     m, n, k = problem.m, problem.n, problem.k
@@ -317,17 +319,24 @@ def _kernel_terms(scheme: Scheme, problem: LinearProblem) -> list[BudgetTerm]:
 
 
 PathAllowance = Callable[[Scheme, LinearProblem], list[BudgetTerm]]
-# Paths with their own allowance; every other path (built-in or from an entry point) gets the
-# kernel allowance, which has no room for a full-precision copy of the weight.
-PATH_ALLOWANCES: dict[str, PathAllowance] = {"emulated": _emulated_terms}
-REFERENCE_PATHS: frozenset[str] = frozenset({"emulated"})
+# A reference path (``is_reference``, harness.paths.base) may dequantize the weight; every
+# other path, built-in or from an entry point, gets the kernel allowance, which has no room
+# for a full-precision copy of the weight.
+REFERENCE_ALLOWANCE: PathAllowance = _reference_terms
+KERNEL_ALLOWANCE: PathAllowance = _kernel_terms
 
 
 def forward_budget(
-    path_name: str, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo
+    path: LinearPath | str, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo
 ) -> ForwardBudget:
-    """Budget for ``path.forward`` on ``problem``, beyond the loaded layer and the input."""
-    terms = PATH_ALLOWANCES.get(path_name, _kernel_terms)(scheme, problem)
+    """Budget for ``path.forward`` on ``problem``, beyond the loaded layer and the input.
+
+    ``path`` is a path or its registered name; its ``is_reference`` picks the allowance.
+    """
+    if isinstance(path, str):
+        path = get_path(path)
+    reference = is_reference(path)
+    terms = (REFERENCE_ALLOWANCE if reference else KERNEL_ALLOWANCE)(scheme, problem)
     if platform.is_cuda_alike:
         terms.append(
             BudgetTerm("allocator_rounding", CUDA_ROUNDING_ALLOWANCE, "CUDA/ROCm 512-byte blocks")
@@ -340,4 +349,4 @@ def forward_budget(
                 "GEMM workspaces are kept out by a warm-up call before measuring)",
             )
         )
-    return ForwardBudget(path_name, tuple(terms), path_name in REFERENCE_PATHS)
+    return ForwardBudget(path.name, tuple(terms), reference)

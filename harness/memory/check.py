@@ -69,6 +69,6 @@ def check_forward_memory(
         raise ValueError(
             f"path {path.name!r} returned shape {tuple(y.shape)}, expected {(problem.m, problem.n)}"
         )
-    budget = forward_budget(path.name, layer.scheme, problem, platform)
+    budget = forward_budget(path, layer.scheme, problem, platform)
     violations = check_forward_peak(measured.peak_bytes, budget, problem.n, problem.k)
     return ForwardMemory(measured.peak_bytes, budget, tuple(violations))

@@ -23,7 +23,8 @@ import torch
 
 from harness.core.checks import Offender, first_offender
 from harness.core.compare import gamma, unit_roundoff
-from harness.moe.bounds import GemmNumerics, row_products
+from harness.moe.bounds import row_products
+from harness.paths.base import Numerics
 
 U32 = unit_roundoff(torch.float32)
 U64 = unit_roundoff(torch.float64)
@@ -45,7 +46,7 @@ class RoundedInterval:
 
 
 def accumulator_error(
-    abs_product: torch.Tensor, exact_abs: torch.Tensor, k: int, numerics: GemmNumerics
+    abs_product: torch.Tensor, exact_abs: torch.Tensor, k: int, numerics: Numerics
 ) -> torch.Tensor:
     """Bound on |float32 result before the output rounding - exact|, operands as multiplied."""
     err = gamma(k, U32) * abs_product
@@ -64,8 +65,8 @@ def rounded_interval(
     a: torch.Tensor,
     w: torch.Tensor,
     row_experts: torch.Tensor,
-    numerics: GemmNumerics,
-    also: tuple[GemmNumerics, ...] = (),
+    numerics: Numerics,
+    also: tuple[Numerics, ...] = (),
 ) -> RoundedInterval:
     """Interval of a_r @ W_e^T as ``numerics`` computes and rounds it.
 
@@ -123,8 +124,8 @@ def gemm_agreement(
     a: torch.Tensor,
     w: torch.Tensor,
     row_experts: torch.Tensor,
-    numerics: GemmNumerics,
-    reference: tuple[torch.Tensor, torch.Tensor, GemmNumerics] | None = None,
+    numerics: Numerics,
+    reference: tuple[torch.Tensor, torch.Tensor, Numerics] | None = None,
 ) -> GemmAgreement:
     """Check output ``y`` of a_r @ W_e^T under ``numerics``; with ``reference`` = (its output,
     its left operand, its numerics), also bit-for-bit agreement where determined and the

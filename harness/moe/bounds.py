@@ -1,16 +1,16 @@
 """Error bounds for the MoE block, derived stage by stage from each path's numerics.
 
-A path declares how its grouped GEMMs round (`GemmNumerics`); the bounds below follow from
-that declaration and the standard dot-product analysis (Higham Thm 3.5, see
-harness.core.compare). Notation per intermediate row r (token t, slot j, expert e):
-P = |a| @ |W_e|^T (the sum of absolute products), y the exact product, u_X the unit
-roundoff of dtype X.
+A path declares how its grouped GEMMs round (`harness.paths.base.Numerics`, the one
+declaration linear and MoE paths share); the bounds below follow from that declaration
+and the standard dot-product analysis (Higham Thm 3.5, see harness.core.compare).
+Notation per intermediate row r (token t, slot j, expert e): P = |a| @ |W_e|^T (the sum
+of absolute products), y the exact product, u_X the unit roundoff of dtype X.
 
 GEMM (K terms):
     operands rounded to dtype O first:  (2 u_O + u_O^2) P
-    float32 accumulation:               gamma_K(u_32) (1 + u_O)^2 P
-    float32 scale epilogue (n roundings): n u_32 (|y| + the above)
-    output rounded to dtype D:          u_D (|y| + the above) + tiny_D
+    accumulation in dtype A (float32):  gamma_K(u_A) (1 + u_O)^2 P
+    scale epilogue (n roundings in A):  n u_A (|y| + the above)
+    output rounded to dtype D (r times): each u_D (|y| + the above) + tiny_D
 
 SiLU-and-mul act = silu(g) * u from computed g~, u~ with errors Eg, Eu:
     |silu'| <= L = 1.0999 (max of s(x)(1 + x(1 - s(x))), at x ~ 2.40), so
@@ -29,44 +29,20 @@ float64 effect of two intermediates on the output, sum_j w_j (|a2 - a2'| @ |W2_e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from harness.core.compare import gamma, unit_roundoff
 from harness.moe.model import MoELayer, Routing, quantize_operand
+from harness.paths.base import EXACT_FP32 as EXACT_FP32  # re-exported
+from harness.paths.base import Numerics
 
 SILU_LIPSCHITZ = 1.0999  # max |d/dx x*sigmoid(x)| = 1.09984... at x ~ 2.3994
 SILU_MUL_ROUNDOFFS = 6  # silu (4 u) + product (1 u) + 1 u spare, in the activation dtype
 
 
-@dataclass(frozen=True)
-class GemmNumerics:
-    """How a path's grouped GEMM rounds; the bounds are derived from this declaration."""
-
-    operand_dtype: torch.dtype | None  # operands rounded to this dtype first; None: exact
-    out_dtype: torch.dtype  # the GEMM's output dtype (rounded once from float32)
-    epilogue_roundings: int = 0  # float32 roundings after accumulation (scale multiplies)
-    activation_dtype: torch.dtype = torch.float32  # dtype of SiLU-and-mul
-
-    def round_operand(self, values: torch.Tensor) -> torch.Tensor:
-        """Operand values as the kernel multiplies them (float32)."""
-        if self.operand_dtype is None:
-            return values.float()
-        return values.to(self.operand_dtype).float()
-
-    def round_output(self, values: torch.Tensor) -> torch.Tensor:
-        """The kernel's final rounding of its float32 result (round to nearest even)."""
-        return values.float().to(self.out_dtype).float()
-
-    def describe(self) -> str:
-        op = "exact" if self.operand_dtype is None else str(self.operand_dtype).split(".")[-1]
-        out = str(self.out_dtype).split(".")[-1]
-        act = str(self.activation_dtype).split(".")[-1]
-        return f"operands {op}, fp32 accumulate, out {out}, SiLU in {act}"
-
-
-EXACT_FP32 = GemmNumerics(operand_dtype=None, out_dtype=torch.float32)
+# A path's numerics are the shared declaration (harness.paths.base.Numerics); the old name
+# stays importable for code written against it.
+GemmNumerics = Numerics
 
 
 def _tiny(dtype: torch.dtype) -> float:
@@ -74,17 +50,20 @@ def _tiny(dtype: torch.dtype) -> float:
 
 
 def gemm_error(
-    abs_product: torch.Tensor, exact_abs: torch.Tensor, k: int, numerics: GemmNumerics
+    abs_product: torch.Tensor, exact_abs: torch.Tensor, k: int, numerics: Numerics
 ) -> torch.Tensor:
     """Elementwise bound on |computed - exact| of a K-term GEMM under ``numerics``."""
-    u32 = unit_roundoff(torch.float32)
+    u_acc = unit_roundoff(numerics.accumulation_dtype)
     u_op = 0.0 if numerics.operand_dtype is None else unit_roundoff(numerics.operand_dtype)
-    err = ((2 * u_op + u_op**2) + gamma(k, u32) * (1 + u_op) ** 2) * abs_product
-    err = err + numerics.epilogue_roundings * u32 * (exact_abs + err)
+    err = ((2 * u_op + u_op**2) + gamma(k, u_acc) * (1 + u_op) ** 2) * abs_product
+    err = err + numerics.epilogue_roundings * u_acc * (exact_abs + err)
     if numerics.out_dtype != torch.float32:
-        err = (
-            err + unit_roundoff(numerics.out_dtype) * (exact_abs + err) + _tiny(numerics.out_dtype)
-        )
+        for _ in range(numerics.output_roundings):
+            err = (
+                err
+                + unit_roundoff(numerics.out_dtype) * (exact_abs + err)
+                + _tiny(numerics.out_dtype)
+            )
     return err
 
 
@@ -93,7 +72,7 @@ def silu_and_mul_error(
     u: torch.Tensor,
     err_g: torch.Tensor,
     err_u: torch.Tensor,
-    numerics: GemmNumerics,
+    numerics: Numerics,
 ) -> torch.Tensor:
     """Bound on |computed SiLU(g~) u~ - SiLU(g) u| from the GEMM errors (module docstring)."""
     silu = (g * torch.sigmoid(g)).abs()
@@ -141,7 +120,7 @@ def intermediate_delta(
 
 # ------------------------------------------------------------- stage bounds, assembled
 def intermediate_bound(
-    layer: MoELayer, x: torch.Tensor, routing: Routing, numerics: GemmNumerics
+    layer: MoELayer, x: torch.Tensor, routing: Routing, numerics: Numerics
 ) -> torch.Tensor:
     """Bound [T*k, I] on a path's SiLU-and-mul output vs the exact one (float64).
 
@@ -157,7 +136,7 @@ def intermediate_bound(
 
 
 def output_bound(
-    layer: MoELayer, a2: torch.Tensor, routing: Routing, numerics: GemmNumerics
+    layer: MoELayer, a2: torch.Tensor, routing: Routing, numerics: Numerics
 ) -> torch.Tensor:
     """Bound [T, H] on a path's output vs the float64 output from the same intermediate a2."""
     experts = routing.row_experts().cpu()

@@ -43,9 +43,10 @@ from harness.core.compare import unit_roundoff, within_bound
 from harness.core.formats import decode
 from harness.core.quantize import quantize
 from harness.moe.agreement import GemmAgreement, gemm_agreement
-from harness.moe.bounds import GemmNumerics, intermediate_bound, intermediate_delta, output_bound
+from harness.moe.bounds import intermediate_bound, intermediate_delta, output_bound
 from harness.moe.cases import LoadedMoECase
 from harness.moe.model import MoELayer, MoETrace, Routing, down_and_combine_f64, quantize_operand
+from harness.paths.base import Numerics
 
 U32 = unit_roundoff(torch.float32)
 
@@ -101,7 +102,7 @@ class ReferenceRun:
     """The emulated path's trace on the same layer and routing, and its numerics."""
 
     trace: MoETrace
-    numerics: GemmNumerics
+    numerics: Numerics
 
 
 def _intermediate_quantization_checks(
@@ -169,7 +170,7 @@ def gemm_checks(
     trace: MoETrace,
     loaded: LoadedMoECase,
     routing: Routing,
-    numerics: GemmNumerics,
+    numerics: Numerics,
     reference: ReferenceRun | None,
 ) -> list[CheckResult]:
     """Each grouped GEMM's output, element by element (`gemm_agreement`)."""
@@ -209,7 +210,7 @@ def moe_block_checks(
     trace: MoETrace,
     loaded: LoadedMoECase,
     routing: Routing,
-    numerics: GemmNumerics,
+    numerics: Numerics,
     reference: ReferenceRun | None,
 ) -> list[CheckResult]:
     """Checks 3 to 7 of one block (``routing`` on CPU; shapes already checked)."""
@@ -249,7 +250,7 @@ def recorded_metrics(
     trace: MoETrace,
     loaded: LoadedMoECase,
     routing: Routing,
-    numerics: GemmNumerics,
+    numerics: Numerics,
     reference: ReferenceRun | None,
 ) -> dict[str, float]:
     """Output vs golden and vs emulated: implied by ``output_vs_own_intermediate`` (triangle

@@ -10,17 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from harness.core.schemes import SCHEMES
-from harness.moe.dispatch import (
-    EMULATE,
-    decision,
-    dispatch_problems,
-    platform_key,
-    table_json,
-)
+from harness.moe.dispatch import EMULATE, decision, dispatch_problems, table_json
 from harness.moe.paths import MoEProblem
 from harness.moe.paths.kernels import MOE_KERNELS
 from harness.moe.paths.native import NativeMoEPath
-from harness.platform.info import PlatformInfo
+from harness.platform.info import PlatformInfo, platform_key
 
 # A typical block, independent of the suite's case grid (the report imports no test cases):
 # widths are multiples of 128, so every kernel's alignment rule is met as in real models.

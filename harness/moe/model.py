@@ -32,7 +32,13 @@ from typing import Protocol
 import torch
 
 from harness.core.formats import decode
-from harness.core.quantize import QuantizedTensor, calibrate_input_scale, expand_scale, quantize
+from harness.core.quantize import (
+    QuantizedTensor,
+    calibrate_input_scale,
+    expand_scale,
+    quantize,
+    quantize_input,
+)
 from harness.core.schemes import QuantSpec, Scheme
 
 ACTIVATION_DTYPE = torch.float32  # SiLU-and-mul is evaluated in this dtype
@@ -214,13 +220,13 @@ class Operand:
 def quantize_operand(
     x: torch.Tensor, spec: QuantSpec | None, static: torch.Tensor | None
 ) -> Operand:
-    """Quantize an activation as the scheme says (None: it stays float32)."""
-    if spec is None:
-        return Operand(x.float(), None)
-    if not spec.dynamic and static is None:
-        raise ValueError("static activation scale missing: the layer was quantized without one")
-    q = quantize(x, spec, None if spec.dynamic else static)
-    return Operand(q.dequantize(), q)
+    """Quantize an activation as the scheme says (None: it stays float32), as an `Operand`.
+
+    The quantizer is the linear one (`harness.core.quantize.quantize_input`); this only
+    pairs its codes with their exact float32 values.
+    """
+    q = quantize_input(x, spec, static)
+    return Operand(x.float(), None) if q is None else Operand(q.dequantize(), q)
 
 
 def gather_rows(op: Operand, rows: torch.Tensor) -> Operand:

@@ -28,8 +28,6 @@ import torch.nn.functional as F
 
 from harness.core.formats import get_format, pack_fp4
 
-FP8_BLOCK = 128
-MX_BLOCK = 32
 _SWIZZLE_ROWS, _SWIZZLE_COLS = 128, 4  # cuBLAS block-scaling-factor tile
 
 
@@ -105,6 +103,25 @@ def swizzle_32_4_4(grid: torch.Tensor) -> torch.Tensor:
     # row r = 32 * q + p inside a tile; the layout wants (p, q, c): offset p*16 + q*4 + c.
     inner = tiles.reshape(*tiles.shape[:2], 4, 32, _SWIZZLE_COLS).transpose(2, 3)
     return inner.contiguous().flatten()
+
+
+def swizzled_size(rows: int, cols: int) -> int:
+    """Elements of the swizzled layout of an [R, C] grid: the grid padded to (128, 4)."""
+    return _round_up(rows, _SWIZZLE_ROWS) * _round_up(cols, _SWIZZLE_COLS)
+
+
+def unswizzle_32_4_4(flat: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """Inverse of `swizzle_32_4_4`: the [R, C] grid back, padding dropped."""
+    if flat.numel() != swizzled_size(rows, cols):
+        raise ValueError(
+            f"swizzled MX scales hold {flat.numel()} elements, expected "
+            f"{swizzled_size(rows, cols)} for a ({rows}, {cols}) scale grid"
+        )
+    row_tiles = _round_up(rows, _SWIZZLE_ROWS) // _SWIZZLE_ROWS
+    col_tiles = _round_up(cols, _SWIZZLE_COLS) // _SWIZZLE_COLS
+    inner = flat.reshape(row_tiles, col_tiles, 32, 4, _SWIZZLE_COLS).transpose(2, 3)
+    tiles = inner.reshape(row_tiles, col_tiles, _SWIZZLE_ROWS, _SWIZZLE_COLS).permute(0, 2, 1, 3)
+    return tiles.reshape(row_tiles * _SWIZZLE_ROWS, col_tiles * _SWIZZLE_COLS)[:rows, :cols]
 
 
 def _mx_scale_cuda(codes: torch.Tensor) -> tuple[torch.Tensor, F.SwizzleType]:

@@ -1,4 +1,27 @@
-"""The path protocol: one way of executing a quantized linear layer on a platform."""
+"""The execution model shared by linear and MoE paths.
+
+One vocabulary for both:
+
+- `Support`: whether a path or kernel can run something here, and if not, why (the reason
+  becomes the counted skip reason).
+- `Numerics`: how a path or kernel rounds on the way to its output (operand dtype,
+  accumulation dtype, epilogue roundings, roundings to the output dtype); the suites
+  derive their error bounds from this declaration and nothing else.
+- `PathBase` (and `LinearPathBase`): the defaults every built-in path inherits:
+  ``is_reference``, ``uses_capabilities``, ``kernel_name`` and, for linear paths, the
+  numerics of a path that rounds once.
+- `LinearPath`: the runtime protocol a linear path satisfies (``name``, ``supports``,
+  ``forward``); MoE's is `harness.moe.paths.base.MoEPath`.
+- `KernelContract`: what a native kernel states it can run (``accepts``, from QuantSpec
+  fields, never from names) and which capability probe gates it. Linear kernel modes and
+  grouped MoE kernels implement it; `harness.paths.dispatch` checks tables against it.
+- `OperandContract`: the common shape of such a statement (formats, scale format, tiles).
+
+Plugins from entry points need not inherit `PathBase`: an object with ``name``,
+``supports`` and ``forward`` is a valid linear path. The helpers at the end of this
+module (`is_reference`, `uses_capabilities`, `kernel_name`, `linear_numerics`) read the
+optional members with `PathBase`'s defaults; they are the one place that does.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +32,7 @@ import torch
 
 from harness.core.quantize import QuantizedLinear
 from harness.core.schemes import Scheme
+from harness.core.spec import Block, QuantSpec, granularity
 from harness.platform.info import PlatformInfo
 
 
@@ -39,6 +63,82 @@ class Support:
         return cls(False, reason)
 
 
+# ------------------------------------------------------------------------- numerics
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).split(".")[-1]
+
+
+@dataclass(frozen=True)
+class Numerics:
+    """How a path (or kernel) rounds between exact operands and its output.
+
+    The bounds follow from this declaration alone (harness.core.compare for linear,
+    harness.moe.bounds for MoE). A path that rounds its product to the output dtype and
+    then adds the bias in float32 and rounds again declares ``output_roundings=2``: the
+    bound widens and the bit-exact interval check (one rounding) no longer applies.
+    """
+
+    out_dtype: torch.dtype  # the dtype the result is rounded to
+    output_roundings: int = 1  # roundings to out_dtype (none when it is float32 itself)
+    accumulation_dtype: torch.dtype = torch.float32  # dtype of the K-term sum
+    operand_dtype: torch.dtype | None = None  # operands rounded to this first; None: exact
+    epilogue_roundings: int = 0  # accumulation-dtype roundings after the sum (scale multiplies)
+    activation_dtype: torch.dtype = torch.float32  # MoE: dtype of SiLU-and-mul between GEMMs
+
+    def round_operand(self, values: torch.Tensor) -> torch.Tensor:
+        """Operand values as the kernel multiplies them (float32)."""
+        if self.operand_dtype is None:
+            return values.float()
+        return values.to(self.operand_dtype).float()
+
+    def round_output(self, values: torch.Tensor) -> torch.Tensor:
+        """The kernel's final rounding of its float32 result (round to nearest even)."""
+        return values.float().to(self.out_dtype).float()
+
+    def describe(self) -> str:
+        op = "exact" if self.operand_dtype is None else _dtype_name(self.operand_dtype)
+        acc = (
+            "fp32"
+            if self.accumulation_dtype == torch.float32
+            else _dtype_name(self.accumulation_dtype)
+        )
+        out = _dtype_name(self.out_dtype)
+        act = _dtype_name(self.activation_dtype)
+        return f"operands {op}, {acc} accumulate, out {out}, SiLU in {act}"
+
+
+EXACT_FP32 = Numerics(out_dtype=torch.float32)  # exact operands, float32 sum and output
+
+
+# ---------------------------------------------------------------------------- paths
+class PathBase:
+    """Defaults shared by linear and MoE paths; built-ins inherit them, plugins may.
+
+    Subclasses set ``name`` (unique; it appears in test ids) and implement the protocol
+    of their kind (`LinearPath` or `harness.moe.paths.base.MoEPath`).
+    """
+
+    name: str
+    is_reference: bool = False  # True: the model every other path is compared with
+
+    @property
+    def uses_capabilities(self) -> frozenset[str]:
+        """Capability probes this path dispatches to (the platform suite reports unused ones)."""
+        return frozenset()
+
+    def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
+        """What runs for ``scheme`` here, recorded with each result; by default the name."""
+        return self.name
+
+
+class LinearPathBase(PathBase):
+    """`PathBase` plus the linear default numerics: exact operands, one rounding."""
+
+    def numerics(self, scheme: Scheme, problem: LinearProblem) -> Numerics:
+        """How this path rounds ``problem``; override when it rounds more than once."""
+        return Numerics(out_dtype=problem.out_dtype)
+
+
 @runtime_checkable
 class LinearPath(Protocol):
     """What a path provides. Register built-ins in harness.paths, others by entry point."""
@@ -56,16 +156,103 @@ class LinearPath(Protocol):
         ...
 
 
-def output_roundings(path: LinearPath, scheme: Scheme, problem: LinearProblem) -> int:
-    """How many times ``path`` rounds to the output dtype (optional method; default one).
+# -------------------------------------------------------------------------- kernels
+@runtime_checkable
+class KernelContract(Protocol):
+    """A native kernel's own statement of what it runs, which dispatch tables are checked
+    against (harness.paths.dispatch) and native paths consult before every call."""
 
-    A path that rounds its product and then adds the bias in the output dtype rounds twice
-    and must say so: the suites then widen the bound and drop the bit-exact interval check.
+    @property
+    def name(self) -> str:
+        """The kernel's name: the decision that names it in a dispatch table."""
+        ...
+
+    def accepts(self, scheme: Scheme) -> Support:
+        """Whether the kernel's contract covers the scheme (from QuantSpec fields), and why not."""
+        ...
+
+    def capability(self, scheme: Scheme) -> str:
+        """The capability probe (harness.platform.capabilities) that gates it on a platform."""
+        ...
+
+
+@dataclass(frozen=True)
+class OperandContract:
+    """What a kernel takes on its two operands, read from QuantSpec fields (never names)."""
+
+    formats: frozenset[str]  # element formats it multiplies
+    scale_format: str  # "fp32" or "e8m0"
+    weight_blocks: frozenset[Block]  # tile shapes of weight scales it takes
+    activation_blocks: frozenset[Block]  # tile shapes of activation scales it takes
+
+    def _spec_problem(self, spec: QuantSpec | None, role: str, blocks: frozenset[Block]) -> str:
+        if spec is None:
+            return f"{role} is not quantized; the kernel takes quantized operands on both sides"
+        if spec.format not in self.formats:
+            return f"{role} format {spec.format} is not one of {sorted(self.formats)}"
+        if spec.scale_format != self.scale_format:
+            return (
+                f"{role} scales are {spec.scale_format}, the kernel takes "
+                f"{self.scale_format} scales"
+            )
+        if spec.block not in blocks:
+            takes = " or ".join(sorted(granularity(b) for b in blocks))
+            return f"{role} scales are {spec.granularity}; the kernel takes {takes}"
+        return ""
+
+    def check(self, scheme: Scheme) -> Support:
+        """Support.yes() when both operands fit, else the first reason they do not."""
+        for spec, role, blocks in (
+            (scheme.weight, "weight", self.weight_blocks),
+            (scheme.activation, "activation", self.activation_blocks),
+        ):
+            problem = self._spec_problem(spec, role, blocks)
+            if problem:
+                return Support.no(problem)
+        act = scheme.activation
+        if act is not None and act.format != scheme.weight.format:
+            return Support.no(
+                f"weight and activation element formats differ ({scheme.weight.format} x "
+                f"{act.format}); the kernel takes one format on both operands"
+            )
+        return Support.yes()
+
+
+# ------------------------------------------- optional members, for paths of any kind
+def is_reference(path: object) -> bool:
+    """True for the path every other path is compared with (default False)."""
+    return bool(getattr(path, "is_reference", PathBase.is_reference))
+
+
+def uses_capabilities(path: object) -> frozenset[str]:
+    """The capability probes a path says it dispatches to (default none)."""
+    return frozenset(getattr(path, "uses_capabilities", frozenset()))
+
+
+def kernel_name(path: object, scheme: Scheme, platform: PlatformInfo) -> str:
+    """What runs for ``scheme`` on ``platform`` (default: the path's name)."""
+    method = getattr(path, "kernel_name", None)
+    return str(getattr(path, "name")) if method is None else str(method(scheme, platform))  # noqa: B009
+
+
+def linear_numerics(path: LinearPath, scheme: Scheme, problem: LinearProblem) -> Numerics:
+    """A linear path's declared numerics.
+
+    Paths declare ``numerics(scheme, problem)``; a plugin written before that may declare
+    ``output_roundings(scheme, problem) -> int`` instead; a path that declares neither
+    rounds once (`LinearPathBase.numerics`).
     """
-    method = getattr(path, "output_roundings", None)
-    return 1 if method is None else int(method(scheme, problem))
+    method = getattr(path, "numerics", None)
+    if method is not None:
+        numerics = method(scheme, problem)
+        if not isinstance(numerics, Numerics):
+            raise TypeError(f"path {path.name!r}: numerics() returned {numerics!r}, not Numerics")
+        return numerics
+    legacy = getattr(path, "output_roundings", None)
+    roundings = 1 if legacy is None else int(legacy(scheme, problem))
+    return Numerics(out_dtype=problem.out_dtype, output_roundings=roundings)
 
 
-def is_reference(path: LinearPath) -> bool:
-    """True for the path every other path is compared with (``is_reference`` attribute)."""
-    return bool(getattr(path, "is_reference", False))
+def output_roundings(path: LinearPath, scheme: Scheme, problem: LinearProblem) -> int:
+    """How many times ``path`` rounds to the output dtype (see `linear_numerics`)."""
+    return linear_numerics(path, scheme, problem).output_roundings

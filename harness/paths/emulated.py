@@ -9,7 +9,7 @@ import torch
 
 from harness.core.quantize import QuantizedLinear, quantize_activation
 from harness.core.schemes import Scheme
-from harness.paths.base import LinearProblem, Support
+from harness.paths.base import LinearPathBase, LinearProblem, Numerics, Support
 from harness.platform.info import PlatformInfo
 
 
@@ -24,15 +24,15 @@ def full_fp32_matmul() -> Iterator[None]:
         torch.backends.cuda.matmul.allow_tf32 = saved
 
 
-class EmulatedPath:
+class EmulatedPath(LinearPathBase):
     """Runs every scheme anywhere: the high-precision model of what kernels should compute."""
 
     name = "emulated"
     is_reference = True  # the model other paths are compared with
 
-    def output_roundings(self, scheme: Scheme, problem: LinearProblem) -> int:
+    def numerics(self, scheme: Scheme, problem: LinearProblem) -> Numerics:
         """One rounding to the output dtype: bias is added in float32 before it."""
-        return 1
+        return Numerics(out_dtype=problem.out_dtype)
 
     def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
         return Support.yes()

@@ -1,7 +1,11 @@
 """The native path: the platform's real scaled GEMMs.
 
-Which schemes go to which kernel is an explicit table (scheme name -> kernel mode), checked
-against the capability probe at run time:
+Which schemes go to which kernel mode is an explicit dispatch table
+(`LINEAR_NATIVE_DISPATCH`, the table type MoE uses too, harness.paths.dispatch): one row for
+every platform, since the capability probe decides at run time whether a mode runs here.
+Each mode is a `KernelContract`: it states which operands it takes (`accepts`, from
+QuantSpec fields), and the table is checked against those statements (`dispatch_problems`)
+by the self-tests and ``python -m harness platform``. The modes:
 
 - ``tensorwise`` / ``rowwise``: ``torch._scaled_mm`` with FP8 operands. Scales are
   normalized to the shapes its contract wants (0-D tensor-wise; (M,1)/(1,N) row-wise; a
@@ -22,38 +26,27 @@ import torch
 
 from harness.core.formats import e8m0_encode, get_format
 from harness.core.quantize import QuantizedLinear, QuantizedTensor, quantize_activation
-from harness.core.schemes import Scheme
+from harness.core.schemes import SCHEMES, Scheme
+from harness.core.spec import FP8_BLOCK, MX_BLOCK, WHOLE
 from harness.errors import QHarnessError
-from harness.ops.block_scaled import (
-    FP8_BLOCK,
-    MX_BLOCK,
-    MX_OPERANDS,
-    blockwise_scaled_mm,
-    mx_scaled_mm,
+from harness.ops.block_scaled import MX_OPERANDS, blockwise_scaled_mm, mx_scaled_mm
+from harness.paths.base import (
+    LinearPathBase,
+    LinearProblem,
+    Numerics,
+    OperandContract,
+    Support,
 )
-from harness.paths.base import LinearProblem, Support
+from harness.paths.dispatch import (
+    ANY_PLATFORM,
+    EMULATE,
+    DispatchTable,
+    choose,
+    dispatch_problems,
+    native_decisions,
+)
 from harness.platform import capabilities
-from harness.platform.info import PlatformInfo
-
-# scheme name -> kernel mode (a key of KERNELS). Adding a scheme here is a deliberate act.
-SCALED_MM_SCHEMES: dict[str, str] = {
-    "fp8_per_tensor": "tensorwise",
-    "fp8_per_tensor_fnuz": "tensorwise",
-    "fp8_per_tensor_fnuz_clamp224": "tensorwise",
-    "fp8_per_channel": "rowwise",
-    "fp8_per_channel_fnuz": "rowwise",
-    "fp8_per_channel_fnuz_clamp224": "rowwise",
-    "fp8_w_per_channel_a_static": "rowwise",  # per-tensor A scale expanded to (M, 1)
-    "fp8_w_per_channel_a_static_fnuz": "rowwise",
-    "fp8_per_block": "blockwise",
-    "fp8_per_block_fnuz": "blockwise",
-    "w_mxfp8_a_mxfp8": "mx",
-    "w_mxfp8_a_mxfp8@rceil": "mx",
-    "w_mxfp4_a_mxfp4": "mx",
-    "w_mxfp4_a_mxfp4@rceil": "mx",
-    "w_mxfp4_a_mxfp4@even": "mx",
-    "w_mxfp4_a_mxfp4@ceil": "mx",
-}
+from harness.platform.info import PlatformInfo, platform_key
 
 # torch._scaled_mm / F.scaled_mm on CUDA/ROCm require K and N to be multiples of 16.
 _CUDA_ALIGNMENT = 16
@@ -95,13 +88,25 @@ Forward = Callable[
 
 @dataclass(frozen=True)
 class KernelMode:
-    """One native kernel family: its contract's shape limits and how to call it."""
+    """One native kernel family: its contract (operands, shape limits) and how to call it.
 
+    A `KernelContract`: ``accepts`` reads the scheme's QuantSpec fields, ``capability``
+    names the probe that gates the mode for the scheme's element format.
+    """
+
+    name: str  # the decision naming it in LINEAR_NATIVE_DISPATCH
     forward: Forward  # (activation, weight, bias, out_dtype) -> y
+    operands: OperandContract  # what it multiplies
     k_multiple: int = 1  # K and N must be multiples of these (on top of GPU alignment)
     n_multiple: int = 1
     out_dtypes: tuple[torch.dtype, ...] | None = None  # None: any; else what was probed
     fused_bias: bool = False  # the kernel adds the bias itself (fp32 output needs a probe)
+
+    def accepts(self, scheme: Scheme) -> Support:
+        return self.operands.check(scheme)
+
+    def capability(self, scheme: Scheme) -> str:
+        return f"scaled_mm.{self.name}.{scheme.weight.format}"
 
 
 def _scaled_mm_forward(
@@ -137,13 +142,107 @@ def _mx_forward(
     return _epilogue(y, bias, out_dtype)
 
 
+_FP8 = frozenset({"e4m3fn", "e4m3fnuz"})
+_PER_TENSOR = frozenset({(WHOLE, WHOLE)})
+_PER_TENSOR_OR_ROW = frozenset({(WHOLE, WHOLE), (1, WHOLE)})
 _PROBED_OUT = (torch.bfloat16,)
 KERNELS: dict[str, KernelMode] = {
-    "tensorwise": KernelMode(_scaled_mm_forward, fused_bias=True),
-    "rowwise": KernelMode(_scaled_mm_forward, fused_bias=True),
-    "blockwise": KernelMode(_blockwise_forward, FP8_BLOCK, FP8_BLOCK, _PROBED_OUT),
-    "mx": KernelMode(_mx_forward, MX_BLOCK, 1, _PROBED_OUT),
+    mode.name: mode
+    for mode in (
+        KernelMode(
+            "tensorwise",
+            _scaled_mm_forward,
+            OperandContract(_FP8, "fp32", _PER_TENSOR, _PER_TENSOR),
+            fused_bias=True,
+        ),
+        KernelMode(
+            "rowwise",  # a per-tensor activation scale next to per-row weights: (M, 1)
+            _scaled_mm_forward,
+            OperandContract(_FP8, "fp32", _PER_TENSOR_OR_ROW, _PER_TENSOR_OR_ROW),
+            fused_bias=True,
+        ),
+        KernelMode(
+            "blockwise",
+            _blockwise_forward,
+            OperandContract(
+                _FP8,
+                "fp32",
+                frozenset({(FP8_BLOCK, FP8_BLOCK)}),
+                frozenset({(1, FP8_BLOCK)}),
+            ),
+            FP8_BLOCK,
+            FP8_BLOCK,
+            _PROBED_OUT,
+        ),
+        KernelMode(
+            "mx",
+            _mx_forward,
+            OperandContract(
+                frozenset(MX_OPERANDS),
+                "e8m0",
+                frozenset({(1, MX_BLOCK)}),
+                frozenset({(1, MX_BLOCK)}),
+            ),
+            MX_BLOCK,
+            1,
+            _PROBED_OUT,
+        ),
+    )
 }
+
+# ----------------------------------------------------------------- the dispatch table
+# One row for every platform: the capability probe decides at run time whether a mode
+# runs here. Every registered scheme is named once; adding one here is a deliberate act.
+LINEAR_NATIVE_DISPATCH: DispatchTable = {
+    ANY_PLATFORM: {
+        "tensorwise": frozenset(
+            {"fp8_per_tensor", "fp8_per_tensor_fnuz", "fp8_per_tensor_fnuz_clamp224"}
+        ),
+        "rowwise": frozenset(
+            {
+                "fp8_per_channel",
+                "fp8_per_channel_fnuz",
+                "fp8_per_channel_fnuz_clamp224",
+                "fp8_w_per_channel_a_static",  # per-tensor A scale expanded to (M, 1)
+                "fp8_w_per_channel_a_static_fnuz",
+            }
+        ),
+        "blockwise": frozenset({"fp8_per_block", "fp8_per_block_fnuz"}),
+        "mx": frozenset(
+            {
+                "w_mxfp8_a_mxfp8",
+                "w_mxfp8_a_mxfp8@rceil",
+                "w_mxfp4_a_mxfp4",
+                "w_mxfp4_a_mxfp4@rceil",
+                "w_mxfp4_a_mxfp4@even",
+                "w_mxfp4_a_mxfp4@ceil",
+            }
+        ),
+        # Weight-only or mixed element formats: no scaled-mm kernel takes them.
+        EMULATE: frozenset(
+            {
+                "w_mxfp4",
+                "w_mxfp4_a_fp8",
+                "w_mxfp4_a_mxfp6_e2m3",
+                "w_mxfp4_a_mxfp6_e3m2",
+                "w_mxfp6_e2m3",
+                "w_mxfp6_e2m3_a_fp8",
+                "w_mxfp6_e2m3_a_mxfp6_e2m3",
+                "w_mxfp6_e3m2",
+                "w_mxfp6_e3m2_a_fp8",
+                "w_mxfp6_e3m2_a_mxfp6_e3m2",
+            }
+        ),
+    }
+}
+LINEAR_DISPATCH_HOME = "LINEAR_NATIVE_DISPATCH in harness/paths/native.py"
+# scheme name -> kernel mode, the table's one row read the other way round.
+SCALED_MM_SCHEMES: dict[str, str] = native_decisions(LINEAR_NATIVE_DISPATCH[ANY_PLATFORM])
+
+
+def linear_dispatch_problems(table: DispatchTable = LINEAR_NATIVE_DISPATCH) -> list[str]:
+    """Everything wrong with the linear table, against the registry and the modes' contracts."""
+    return dispatch_problems(SCHEMES, KERNELS, table)
 
 
 def _why_unmapped(scheme: Scheme) -> str:
@@ -160,40 +259,69 @@ def _why_unmapped(scheme: Scheme) -> str:
     return f"emulated-only: no native kernel for {scheme.name} ({detail})"
 
 
-def _capability(mode_name: str, scheme: Scheme) -> str:
-    """The probe that gates ``scheme`` on the kernel ``mode_name``."""
-    return f"scaled_mm.{mode_name}.{scheme.weight.format}"
-
-
-class NativeScaledMMPath:
-    """The platform's scaled GEMM kernels, as the SCALED_MM_SCHEMES table assigns them."""
+class NativeScaledMMPath(LinearPathBase):
+    """The platform's scaled GEMM kernels, as LINEAR_NATIVE_DISPATCH assigns them."""
 
     name = "native"
     is_reference = False
 
-    def output_roundings(self, scheme: Scheme, problem: LinearProblem) -> int:
+    def __init__(
+        self,
+        table: DispatchTable = LINEAR_NATIVE_DISPATCH,
+        kernels: dict[str, KernelMode] = KERNELS,
+    ) -> None:
+        self.table = table
+        self.kernels = kernels
+
+    def mode_for(self, scheme: Scheme, platform: PlatformInfo) -> tuple[KernelMode | None, str]:
+        """The kernel mode the table sends ``scheme`` to here, or None and the reason."""
+        choice = choose(
+            self.table,
+            self.kernels,
+            platform_key(platform),
+            scheme,
+            "linear native dispatch",
+            LINEAR_DISPATCH_HOME,
+        )
+        if choice.decision is None or choice.decision == EMULATE:
+            return None, _why_unmapped(scheme)
+        return choice.kernel, choice.reason
+
+    def _modes(self, scheme: Scheme) -> list[KernelMode]:
+        """The modes any row of the table sends ``scheme`` to (no platform at hand)."""
+        names = {d for row in self.table.values() for d, s in row.items() if scheme.name in s}
+        return [self.kernels[d] for d in sorted(names) if d in self.kernels]
+
+    def numerics(self, scheme: Scheme, problem: LinearProblem) -> Numerics:
         """Two roundings when the bias is added after the kernel's rounded output, else one."""
-        mode = SCALED_MM_SCHEMES.get(scheme.name)
-        fused = mode is not None and KERNELS[mode].fused_bias
-        return 1 if fused or not problem.bias else 2
+        modes = self._modes(scheme)
+        fused = bool(modes) and all(mode.fused_bias for mode in modes)
+        roundings = 1 if fused or not problem.bias else 2
+        return Numerics(out_dtype=problem.out_dtype, output_roundings=roundings)
 
     @property
     def uses_capabilities(self) -> frozenset[str]:
         """Every probed capability this path can dispatch to (checked by the platform suite)."""
-        from harness.core.schemes import get_scheme
-
-        used = {_capability(mode, get_scheme(name)) for name, mode in SCALED_MM_SCHEMES.items()}
+        used = {
+            self.kernels[dec].capability(SCHEMES[name])
+            for row in self.table.values()
+            for name, dec in native_decisions(row).items()
+            if dec in self.kernels and name in SCHEMES
+        }
         return frozenset(used | {"scaled_mm.fp32_out_bias"})
 
+    def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
+        """The kernel mode that runs ``scheme`` here (its name in the table)."""
+        mode, reason = self.mode_for(scheme, platform)
+        if mode is None:
+            raise ValueError(reason)
+        return mode.name
+
     def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
-        mode_name = SCALED_MM_SCHEMES.get(scheme.name)
-        if mode_name is None:
-            return Support.no(_why_unmapped(scheme))
-        mode = KERNELS[mode_name]
-        act = scheme.activation
-        if act is None or act.format != scheme.weight.format:
-            return Support.no(f"{scheme.name}: native kernels need one element format for W and A")
-        cap = _capability(mode_name, scheme)
+        mode, reason = self.mode_for(scheme, platform)
+        if mode is None:
+            return Support.no(reason)
+        cap = mode.capability(scheme)
         if not capabilities.has(platform, cap):
             return Support.no(capabilities.why_not(platform, cap))
         if platform.is_cuda_alike and (problem.k % _CUDA_ALIGNMENT or problem.n % _CUDA_ALIGNMENT):
@@ -203,12 +331,12 @@ class NativeScaledMMPath:
             )
         if problem.k % mode.k_multiple or problem.n % mode.n_multiple:
             return Support.no(
-                f"{mode_name} kernel needs K a multiple of {mode.k_multiple} and N of "
+                f"{mode.name} kernel needs K a multiple of {mode.k_multiple} and N of "
                 f"{mode.n_multiple}, got K={problem.k} N={problem.n}"
             )
         if mode.out_dtypes is not None and problem.out_dtype not in mode.out_dtypes:
             return Support.no(
-                f"{mode_name} kernel is probed with {', '.join(map(str, mode.out_dtypes))} "
+                f"{mode.name} kernel is probed with {', '.join(map(str, mode.out_dtypes))} "
                 f"output only, not {problem.out_dtype}"
             )
         fp32_bias = mode.fused_bias and problem.bias and problem.out_dtype == torch.float32
@@ -219,10 +347,14 @@ class NativeScaledMMPath:
     def forward(
         self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
     ) -> torch.Tensor:
-        mode_name = SCALED_MM_SCHEMES.get(layer.scheme.name)
-        if mode_name is None:
+        modes = self._modes(layer.scheme)
+        if len(modes) != 1:
             raise ValueError(_why_unmapped(layer.scheme))
+        mode = modes[0]
+        accepted = mode.accepts(layer.scheme)
+        if not accepted.ok:
+            raise ValueError(f"{mode.name} cannot run {layer.scheme.name}: {accepted.reason}")
         xq = quantize_activation(x, layer.scheme, layer.input_scale)
         if xq is None:
             raise ValueError(f"{layer.scheme.name}: native scaled mm needs quantized activations")
-        return KERNELS[mode_name].forward(xq, layer.weight, layer.bias, out_dtype)
+        return mode.forward(xq, layer.weight, layer.bias, out_dtype)

@@ -1,16 +1,17 @@
-"""Named plugins from entry points: one loader for every pluggable registry.
+"""Named plugins from entry points: one registry type for every pluggable kind.
 
 Paths (``qharness.paths``), MoE paths (``qharness.moe_paths``) and loaders
-(``qharness.loaders``) all follow one rule: built-ins first, then entry points, names
-unique. An entry point names an object, a class, or a zero-argument factory; anything that
-fails to load or lacks the expected interface stops with one error naming the entry point.
+(``qharness.loaders``) are each a `Registry`: built-ins first, then entry points, names
+unique, loaded once and cached. An entry point names an object, a class, or a
+zero-argument factory; anything that fails to load or lacks the expected interface stops
+with one error naming the entry point.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from importlib.metadata import entry_points
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from harness.errors import QHarnessError
 
@@ -64,3 +65,34 @@ def lookup(registry: dict[str, T], name: str, what: str) -> T:
         return registry[name]
     except KeyError:
         raise KeyError(f"unknown {what} {name!r}; known: {sorted(registry)}") from None
+
+
+class Registry(Generic[T]):
+    """Built-ins plus the entry points of one group, by unique name.
+
+    Calling the registry returns ``{name: plugin}`` (loaded on first call, then cached);
+    `get` looks one up with an error that lists the known names; `cache_clear` forgets
+    the entry points (tests that fake them call it).
+    """
+
+    def __init__(
+        self, group: str, kind: type[T], what: str, doc: str, builtins: Iterable[T]
+    ) -> None:
+        self.group = group  # the entry-point group, a public contract
+        self.kind = kind  # what every plugin must be (a class or runtime-checkable protocol)
+        self.what = what  # how errors name one plugin ("path", "MoE path", "loader")
+        self.doc = doc  # where the protocol is documented (named in errors)
+        self.builtins = tuple(builtins)
+        self._cache: dict[str, T] | None = None
+
+    def __call__(self) -> dict[str, T]:
+        if self._cache is None:
+            external = load_entry_points(self.group, self.kind, self.doc)
+            self._cache = by_unique_name((*self.builtins, *external), self.what)
+        return self._cache
+
+    def get(self, name: str) -> T:
+        return lookup(self(), name, self.what)
+
+    def cache_clear(self) -> None:
+        self._cache = None

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 import torch
 
 from harness.core.formats import decode, e8m0_decode, encode, get_format
-from harness.ops.block_scaled import FP8_BLOCK, MX_BLOCK, blockwise_scaled_mm, mx_scaled_mm
-from harness.platform.info import PlatformInfo
+from harness.core.spec import FP8_BLOCK, MX_BLOCK
+from harness.ops.block_scaled import blockwise_scaled_mm, mx_scaled_mm
+from harness.platform.info import PlatformInfo, platform_key
 
 Probe = Callable[[torch.device], None]
 PROBES: dict[str, Probe] = {}
@@ -92,8 +93,7 @@ EXPECTED: dict[str, frozenset[str]] = {
 
 
 def expected(platform: PlatformInfo) -> frozenset[str]:
-    key = "cpu" if platform.device == "cpu" else platform.arch
-    return EXPECTED.get(key, frozenset())
+    return EXPECTED.get(platform_key(platform), frozenset())
 
 
 # ---------------------------------------------------------------------------- probes

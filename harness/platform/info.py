@@ -48,6 +48,14 @@ class PlatformInfo:
         return data
 
 
+def platform_key(platform: PlatformInfo) -> str:
+    """The key per-platform tables are indexed by: "cpu", or the GPU architecture.
+
+    Capability expectations and the native dispatch tables all use this one rule.
+    """
+    return "cpu" if platform.device == "cpu" else platform.arch
+
+
 def _gpu_arch() -> str:
     props = torch.cuda.get_device_properties(0)
     if torch.version.hip:

@@ -21,7 +21,8 @@ import torch
 from harness.core.formats import ElementFormat, get_format
 from harness.core.quantize import quantize, stored_scale
 from harness.core.scales import E8M0_MODES
-from harness.core.schemes import MX_BLOCK, mx_spec
+from harness.core.schemes import mx_spec
+from harness.core.spec import MX_BLOCK
 from harness.store.golden import GoldenData, register_each
 
 MX_ELEMENT_FORMATS: tuple[str, ...] = ("e2m1", "e2m3", "e3m2", "e4m3fn", "e5m2")

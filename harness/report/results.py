@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 import harness
+from harness.core.files import UnreadableFileError, read_regular_file
 from harness.errors import QHarnessError
 
 SCHEMA = "qharness.results/1"
@@ -58,18 +59,106 @@ def write_results(path: Path, records: list[dict[str, Any]], exitstatus: int) ->
 
 
 class ResultsError(QHarnessError):
-    pass
+    """A results file that is missing or malformed; the message names the file and field."""
+
+
+OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
+# Metrics the report compares numerically; other metrics (kernel names, ...) are free-form.
+NUMERIC_METRICS = ("sqnr_db", "term_sqnr_db", "sqnr_floor_db", "peak_bytes")
+PLATFORM_FIELDS = ("device", "arch", "name", "torch_version")
 
 
 def read_results(path: Path) -> dict[str, Any]:
+    """The parsed, validated results document; any problem is one `ResultsError` line naming
+    the file and the field (never a traceback from deep inside the report)."""
     try:
-        doc = json.loads(Path(path).read_text())
-    except FileNotFoundError:
+        raw = read_regular_file(path, "results file")
+    except UnreadableFileError as exc:
+        hint = "; run `python -m harness run`" if not Path(path).exists() else ""
+        raise ResultsError(f"{exc}{hint}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise ResultsError(
-            f"results file {path} does not exist; run `python -m harness run`"
+            f"results file {path} is not UTF-8 (byte {exc.start}: {raw[exc.start : exc.end]!r})"
         ) from None
+    try:
+        doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ResultsError(f"results file {path} is not valid JSON ({exc})") from exc
-    if doc.get("schema") != SCHEMA:
-        raise ResultsError(f"{path}: schema {doc.get('schema')!r}, expected {SCHEMA!r}")
+        raise ResultsError(f"results file {path} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise ResultsError(
+            f"results file {path} is nested too deeply to be a results file"
+        ) from None
+    problem = results_problem(doc)
+    if problem:
+        raise ResultsError(f"results file {path}: {problem}")
     return dict(doc)
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def results_problem(doc: Any) -> str | None:
+    """What is wrong with a parsed results document, naming the field; None when valid."""
+    if not isinstance(doc, dict):
+        return f"the document must be a JSON object, got {type(doc).__name__}"
+    if doc.get("schema") != SCHEMA:
+        return f"schema {_show(doc.get('schema'))}, expected {SCHEMA!r}"
+    if not isinstance(doc.get("created"), str):
+        return f"field 'created' must be a string, got {_show(doc.get('created'))}"
+    status = doc.get("exitstatus")
+    if not isinstance(status, int) or isinstance(status, bool):
+        return f"field 'exitstatus' must be an integer, got {_show(status)}"
+    platform = doc.get("platform")
+    if not isinstance(platform, dict):
+        return f"field 'platform' must be an object, got {_show(platform)}"
+    for name in PLATFORM_FIELDS:
+        if not isinstance(platform.get(name), str):
+            return f"field 'platform.{name}' must be a string, got {_show(platform.get(name))}"
+    records = doc.get("records")
+    if not isinstance(records, list):
+        return f"field 'records' must be a list, got {_show(records)}"
+    seen: dict[str, int] = {}
+    for i, record in enumerate(records):
+        problem = _record_problem(record)
+        if problem:
+            return f"records[{i}]{problem}"
+        nodeid = record["nodeid"]
+        if nodeid in seen:
+            return f"records[{i}].nodeid {_show(nodeid)} duplicates records[{seen[nodeid]}]"
+        seen[nodeid] = i
+    return None
+
+
+def _record_problem(record: Any) -> str | None:
+    if not isinstance(record, dict):
+        return f" must be an object, got {_show(record)}"
+    if not isinstance(record.get("nodeid"), str) or not record["nodeid"]:
+        return f".nodeid must be a non-empty string, got {_show(record.get('nodeid'))}"
+    if record.get("outcome") not in OUTCOMES:
+        return f".outcome must be one of {', '.join(OUTCOMES)}, got {_show(record.get('outcome'))}"
+    if record.get("reason") is not None and not isinstance(record["reason"], str):
+        return f".reason must be a string or null, got {_show(record['reason'])}"
+    for name in ("suite", "scheme", "path"):
+        if name in record and not isinstance(record[name], str):
+            return f".{name} must be a string, got {_show(record[name])}"
+    duration = record.get("duration_s")
+    if duration is not None and not _is_number(duration):
+        return f".duration_s must be a number or null, got {_show(duration)}"
+    metrics = record.get("metrics")
+    if metrics is None:
+        return None
+    if not isinstance(metrics, dict):
+        return f".metrics must be an object or null, got {_show(metrics)}"
+    for name in NUMERIC_METRICS:
+        value = metrics.get(name)
+        if value is not None and not _is_number(value):
+            return f".metrics.{name} must be a number or null, got {_show(value)}"
+    return None

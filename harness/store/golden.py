@@ -5,23 +5,31 @@ and ``golden/MANIFEST.json``. Entries are produced by registered builders; a bui
 `GoldenData`: tensors compared bit-exactly (inputs, codes, scales) and float64-derived
 reference tensors. Nothing here unpickles: safetensors and JSON only.
 
-A refresh computes every selected entry in memory, writes new files to a staging directory,
-and only then renames them into place (manifest last), so an interrupted refresh leaves the
-old store intact. A normal test run never writes goldens.
+A refresh holds an exclusive lock (``flock`` on ``golden/``; a concurrent refresh is refused),
+computes every selected entry in memory, and commits through a journal
+(``golden/.refresh-journal/``): new files and the new manifest are written there, then a plan
+is written atomically (the commit point), then files are renamed into place, manifest last.
+Whoever next opens the store rolls an unfinished journal forward (plan written) or back (no
+plan), so after a kill at any moment the store is wholly old or wholly new. Entry names are
+confined to the store (no absolute paths, '..' or hidden parts) before any file is touched,
+and golden files are byte-reproducible (sorted tensors, one metadata key). A normal test run
+never writes goldens.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import fnmatch
 import functools
 import hashlib
 import json
 import os
+import re
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import torch
@@ -29,9 +37,19 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save as st_save
 
 import harness
-from harness.errors import EXIT_FAILED, QHarnessError
+from harness.core.files import (
+    UnreadableFileError,
+    check_regular_file,
+    confined,
+    is_safe_relative_name,
+    read_regular_file,
+)
+from harness.errors import EXIT_FAILED, EXIT_USAGE, QHarnessError, UnsafePathError
 
 MANIFEST_NAME = "MANIFEST.json"
+JOURNAL_NAME = ".refresh-journal"
+PLAN_NAME = "PLAN.json"  # written last into the journal: its presence commits the refresh
+METADATA_KEY = "reference_keys"  # the only safetensors metadata key: one key, one byte order
 MANIFEST_FORMAT = 1
 DEFAULT_ROOT = Path(__file__).resolve().parent.parent.parent / "golden"
 
@@ -56,6 +74,8 @@ def register_golden(entry: str, builder: Builder, generator: str) -> None:
     """Register a builder for ``entry`` (a relative path without suffix, e.g. "linear/x")."""
     if entry in _BUILDERS:
         raise ValueError(f"golden entry {entry!r} registered twice")
+    if not is_safe_relative_name(entry):
+        raise ValueError(f"golden entry {entry!r} is not a safe relative name")
     _BUILDERS[entry] = (builder, generator)
 
 
@@ -81,6 +101,18 @@ class GoldenError(QHarnessError):
     exit_code = EXIT_FAILED
 
 
+class GoldenStoreBusyError(GoldenError):
+    """Another process is refreshing this store; refused rather than interleaved."""
+
+    exit_code = EXIT_USAGE
+
+
+class GoldenUsageError(GoldenError):
+    """A refresh or check asked for something the store cannot do (bad pattern, bad root)."""
+
+    exit_code = EXIT_USAGE
+
+
 def refresh_command(entry: str) -> str:
     return f"python -m harness golden refresh --only '{entry}'"
 
@@ -91,20 +123,25 @@ def _serialize(data: GoldenData) -> bytes:
     if overlap:
         raise ValueError(f"tensor names both exact and reference: {sorted(overlap)}")
     tensors = {k: v.detach().cpu().contiguous().clone() for k, v in sorted(data.tensors.items())}
-    metadata = {
-        "qharness_golden_format": str(MANIFEST_FORMAT),
-        "reference_keys": json.dumps(sorted(data.reference)),
-    }
+    # safetensors keeps metadata in a hash map whose order varies between processes; with a
+    # single key the header, and so the file, is the same bytes in every process.
+    metadata = {METADATA_KEY: json.dumps(sorted(data.reference))}
     return bytes(st_save(tensors, metadata=metadata))
 
 
 def _deserialize(path: Path) -> GoldenData:
     try:
+        check_regular_file(path, "golden file")
         with safe_open(str(path), framework="pt") as f:
-            reference_keys = set(json.loads((f.metadata() or {})["reference_keys"]))
+            reference_keys = json.loads((f.metadata() or {})[METADATA_KEY])
+            if not isinstance(reference_keys, list):
+                raise ValueError(f"metadata {METADATA_KEY!r} is not a list")
+            reference_keys = {str(k) for k in reference_keys}
             tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - not a dict
-    except (SafetensorError, OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
+    except (SafetensorError, OSError, ValueError, KeyError, RecursionError) as exc:
         raise GoldenError(f"{path} is not a readable golden file ({exc})") from exc
+    except UnreadableFileError as exc:
+        raise GoldenError(str(exc)) from None
     return GoldenData(
         exact={k: v for k, v in tensors.items() if k not in reference_keys},
         reference={k: v for k, v in tensors.items() if k in reference_keys},
@@ -190,11 +227,15 @@ class GoldenStore:
         self,
         root: Path | str = DEFAULT_ROOT,
         entry_builders: dict[str, tuple[Builder, str]] | None = None,
+        on_commit_step: Callable[[str], None] | None = None,
     ) -> None:
         """``entry_builders``: what refresh and check recompute (default: every builder
-        registered so far; the CLI passes `harness.catalog.golden_builders()`)."""
+        registered so far; the CLI passes `harness.catalog.golden_builders()`);
+        ``on_commit_step`` is called after each file-system step of a refresh's commit (the
+        kill-at-every-step self-test stops the process there)."""
         self.root = Path(root)
         self._builders = entry_builders
+        self._on_commit_step = on_commit_step
         self._cache: dict[str, GoldenData] = {}
 
     def builders(self) -> dict[str, tuple[Builder, str]]:
@@ -212,22 +253,40 @@ class GoldenStore:
     def manifest_path(self) -> Path:
         return self.root / MANIFEST_NAME
 
-    def file_for(self, entry: str) -> Path:
-        return self.root / f"{entry}.safetensors"
+    @property
+    def journal_path(self) -> Path:
+        return self.root / JOURNAL_NAME
 
+    def file_for(self, entry: str) -> Path:
+        """The entry's file, confined to the store (`UnsafePathError` for '../x', '/x', ...)."""
+        return confined(self.root, f"{entry}.safetensors", "golden entry")
+
+    # -- the manifest
     def manifest(self) -> dict[str, Any]:
-        if not self.manifest_path.exists():
+        """The validated manifest; finishes (or undoes) an interrupted refresh first."""
+        if self.journal_path.exists() or self.journal_path.is_symlink():
+            with self._lock(purpose="finish an interrupted refresh"):
+                self._recover()
+        return self._read_manifest()
+
+    def _read_manifest(self) -> dict[str, Any]:
+        path = self.manifest_path
+        if not path.exists() and not path.is_symlink():
             return {"format": MANIFEST_FORMAT, "entries": {}}
+        fix = (
+            "restore it from git (`git checkout -- golden/MANIFEST.json`), or delete it and run "
+            "`python -m harness golden refresh`"
+        )
         try:
-            data: dict[str, Any] = json.loads(self.manifest_path.read_text())
-            if not isinstance(data.get("entries"), dict):
-                raise ValueError("no 'entries' object")
-        except (ValueError, json.JSONDecodeError) as exc:
-            raise GoldenError(
-                f"{self.manifest_path} is not a valid manifest ({exc}); restore it from git "
-                "or run `python -m harness golden refresh`"
-            ) from exc
-        return data
+            data = json.loads(read_regular_file(path, "golden manifest").decode("utf-8"))
+        except UnreadableFileError as exc:
+            raise GoldenError(f"{exc}; {fix}") from None
+        except (ValueError, RecursionError) as exc:  # JSON, UTF-8, nesting
+            raise GoldenError(f"{path} is not a valid manifest ({exc}); {fix}") from None
+        problem = _manifest_problem(data)
+        if problem:
+            raise GoldenError(f"{path}: {problem}; {fix}")
+        return dict(data)
 
     # -- reading
     def load(self, entry: str) -> GoldenData:
@@ -235,13 +294,21 @@ class GoldenStore:
         if entry in self._cache:
             return self._cache[entry]
         record = self.manifest()["entries"].get(entry)
-        path = self.file_for(entry)
-        if record is None or not path.exists():
+        try:
+            path = self.file_for(entry)
+        except UnsafePathError as exc:
+            raise GoldenError(
+                f"{exc}; restore it from git or run: {refresh_command(entry)}"
+            ) from None
+        if record is None or not (path.exists() or path.is_symlink()):
             raise GoldenError(
                 f"golden entry {entry!r} is missing ({path}); create it with: "
                 f"{refresh_command(entry)}"
             )
-        raw = path.read_bytes()
+        try:
+            raw = read_regular_file(path, "golden file")
+        except UnreadableFileError as exc:
+            raise GoldenError(f"{exc}; regenerate it with: {refresh_command(entry)}") from None
         if _sha256(raw) != record["sha256"]:
             raise GoldenError(
                 f"{path} does not match its manifest sha256 (corrupted or edited by hand); "
@@ -253,15 +320,43 @@ class GoldenStore:
 
     # -- writing
     def refresh(self, only: str | None = None, log: Callable[[str], None] = print) -> list[Change]:
-        """Recompute entries (all, or those matching the glob ``only``) and write changes."""
+        """Recompute entries (all, or those matching the glob ``only``) and write changes.
+
+        Everything is validated (root, pattern, manifest entries) before any file is written;
+        the commit is journaled (see the module docstring)."""
+        _check_pattern(only)
+        self._check_root_for_writing()
         all_builders = self.builders()
         selected = [e for e in all_builders if only is None or fnmatch.fnmatch(e, only)]
         if not selected:
-            raise GoldenError(
+            raise GoldenUsageError(
                 f"--only {only!r} matches no golden entry; entries: {', '.join(all_builders)}"
             )
-        manifest = self.manifest()
+        if not self.journal_path.exists():
+            self._read_manifest()  # a bad manifest is refused before anything is written
+        self.root.mkdir(parents=True, exist_ok=True)
+        with self._lock(purpose="refresh"):
+            self._recover()
+            changes, staged, entries = self._plan_refresh(only, selected, all_builders)
+            for change in changes:
+                log(f"{change.entry}: {change.status}")
+                for line in change.details:
+                    log(f"    {line}")
+            removed = [c.entry for c in changes if c.status == "removed"]
+            if staged or removed:
+                self._commit(staged, removed, {"format": MANIFEST_FORMAT, "entries": entries})
+        self._cache.clear()
+        return changes
+
+    def _plan_refresh(
+        self, only: str | None, selected: list[str], all_builders: dict[str, tuple[Builder, str]]
+    ) -> tuple[list[Change], dict[str, bytes], dict[str, Any]]:
+        """What a refresh would write: the changes, the new files and the new manifest."""
+        manifest = self._read_manifest()
         entries: dict[str, Any] = dict(manifest["entries"])
+        orphans = sorted(set(entries) - set(all_builders)) if only is None else []
+        for entry in [*selected, *orphans]:
+            self.file_for(entry)  # every path is confined before anything is computed
         changes: list[Change] = []
         staged: dict[str, bytes] = {}
         for entry in selected:
@@ -275,27 +370,27 @@ class GoldenStore:
                 details = diff_data(old, new)
                 change = Change(entry, "changed" if details else "unchanged", details)
             changes.append(change)
-            on_disk_matches = old is not None and entries.get(entry, {}).get("sha256") == _sha256(
-                self.file_for(entry).read_bytes()
+            on_disk = self._try_read(entry)
+            on_disk_matches = (
+                on_disk is not None
+                and on_disk == raw
+                and entries.get(entry, {}).get("sha256") == _sha256(on_disk)
             )
             if change.status != "unchanged" or not on_disk_matches:
                 staged[entry] = raw
                 entries[entry] = self._record(entry, raw, generator)
                 if change.status == "unchanged":
-                    change.status = "re-recorded"  # same tensors, manifest record was wrong
-        if only is None:
-            for entry in sorted(set(entries) - set(all_builders)):
-                changes.append(Change(entry, "removed"))
-                del entries[entry]
-        for change in changes:
-            log(f"{change.entry}: {change.status}")
-            for line in change.details:
-                log(f"    {line}")
-        removed = [c.entry for c in changes if c.status == "removed"]
-        if staged or removed:
-            self._commit(staged, removed, {"format": MANIFEST_FORMAT, "entries": entries})
-        self._cache.clear()
-        return changes
+                    change.status = "re-recorded"  # same tensors; bytes or record were stale
+        for entry in orphans:
+            changes.append(Change(entry, "removed"))
+            del entries[entry]
+        return changes, staged, entries
+
+    def _try_read(self, entry: str) -> bytes | None:
+        try:
+            return read_regular_file(self.file_for(entry), "golden file")
+        except UnreadableFileError:
+            return None
 
     def _try_load_for_diff(self, entry: str) -> GoldenData | None:
         path = self.file_for(entry)
@@ -308,7 +403,7 @@ class GoldenStore:
 
     def _record(self, entry: str, raw: bytes, generator: str) -> dict[str, Any]:
         return {
-            "file": self.file_for(entry).relative_to(self.root).as_posix(),
+            "file": f"{entry}.safetensors",
             "sha256": _sha256(raw),
             "bytes": len(raw),
             "generator": generator,
@@ -317,51 +412,144 @@ class GoldenStore:
             "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
 
+    def _check_root_for_writing(self) -> None:
+        """A refresh writes only into a golden store: an existing manifest, or a new/empty
+        directory; never into some other directory a mistyped ``--root`` names."""
+        root = self.root
+        if root.exists() and not root.is_dir():
+            raise GoldenUsageError(f"--root {root} is not a directory")
+        if (
+            root.is_dir()
+            and not (root / MANIFEST_NAME).exists()
+            and any(p.name != JOURNAL_NAME for p in root.iterdir())
+        ):
+            raise GoldenUsageError(
+                f"--root {root} is not a golden store (no {MANIFEST_NAME}) and not empty; "
+                "refusing to write into it"
+            )
+
+    # -- the journaled commit
+    @contextlib.contextmanager
+    def _lock(self, purpose: str) -> Iterator[None]:
+        """An exclusive ``flock`` on the store directory itself (no lock file to leave behind);
+        held by another process: refused, never interleaved."""
+        import fcntl
+
+        try:
+            fd = os.open(self.root, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise GoldenUsageError(
+                f"cannot {purpose}: {self.root} cannot be opened ({exc})"
+            ) from None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise GoldenStoreBusyError(
+                    f"cannot {purpose}: another process is refreshing {self.root} (it holds a "
+                    "lock on the directory); run again when it has finished"
+                ) from None
+            yield
+        finally:
+            os.close(fd)
+
+    def _step(self, name: str) -> None:
+        if self._on_commit_step is not None:
+            self._on_commit_step(name)
+
     def _commit(
         self, staged: dict[str, bytes], removed: list[str], manifest: dict[str, Any]
     ) -> None:
-        """Write everything to a staging dir first; then rename into place, manifest last."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        staging = self.root / f".staging-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
+        """Write files, manifest and (last, atomically) the plan into the journal; then apply
+        it. Call with the lock held."""
+        journal = self.journal_path
+        shutil.rmtree(journal, ignore_errors=True)
+        (journal / "files").mkdir(parents=True)
+        self._step("journal created")
+        for entry, raw in staged.items():
+            target = confined(journal / "files", f"{entry}.safetensors", "golden entry")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _write_synced(target, raw)
+            self._step(f"journaled {entry}")
+        manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+        _write_synced(journal / MANIFEST_NAME, manifest_bytes)
+        self._step("journaled manifest")
+        plan = json.dumps({"staged": sorted(staged), "removed": sorted(removed)}).encode()
+        _write_synced(journal / f"{PLAN_NAME}.tmp", plan)
+        os.replace(journal / f"{PLAN_NAME}.tmp", journal / PLAN_NAME)
+        _fsync_dir(journal)
+        self._step("committed")
+        self._apply_journal()
+
+    def _recover(self) -> None:
+        """Finish a committed journal, or discard an uncommitted one. Call with the lock."""
+        journal = self.journal_path
+        if journal.is_symlink() or (journal.exists() and not journal.is_dir()):
+            raise GoldenError(f"{journal} is not a directory; remove it and refresh again")
+        if not journal.exists():
+            return
+        if (journal / PLAN_NAME).exists():
+            self._apply_journal()
+        else:
+            shutil.rmtree(journal)
+
+    def _apply_journal(self) -> None:
+        """Rename journaled files into place (manifest last), delete removed entries, then
+        drop the journal. Idempotent, so a second kill during it is also rolled forward."""
+        journal = self.journal_path
         try:
-            for entry, raw in staged.items():
-                target = staging / f"{entry}.safetensors"
-                target.parent.mkdir(parents=True, exist_ok=True)
-                _write_synced(target, raw)
-            manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
-            _write_synced(staging / MANIFEST_NAME, manifest_bytes)
-            for entry in staged:
+            plan = json.loads(read_regular_file(journal / PLAN_NAME, "refresh plan"))
+            staged = [str(e) for e in plan["staged"]]
+            removed = [str(e) for e in plan["removed"]]
+        except (UnreadableFileError, ValueError, KeyError, TypeError) as exc:
+            raise GoldenError(
+                f"{journal / PLAN_NAME} is unreadable ({exc}); remove {journal} and refresh again"
+            ) from None
+        for entry in staged:
+            source = confined(journal / "files", f"{entry}.safetensors", "golden entry")
+            if source.exists():
                 final = self.file_for(entry)
                 final.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(staging / f"{entry}.safetensors", final)
-            os.replace(staging / MANIFEST_NAME, self.manifest_path)
-            for entry in removed:
-                self.file_for(entry).unlink(missing_ok=True)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+                os.replace(source, final)
+                self._step(f"installed {entry}")
+        if (journal / MANIFEST_NAME).exists():
+            os.replace(journal / MANIFEST_NAME, self.manifest_path)
+            _fsync_dir(self.root)
+            self._step("installed manifest")
+        for entry in removed:
+            self.file_for(entry).unlink(missing_ok=True)
+            self._step(f"removed {entry}")
+        (journal / PLAN_NAME).unlink()
+        self._step("plan dropped")
+        shutil.rmtree(journal)
+        self._step("journal dropped")
 
     # -- checking
     def check(self, recompute: bool = True, only: str | None = None) -> list[str]:
         """Problems with the store (empty when it is intact and current)."""
+        _check_pattern(only)
+        if self.root.exists() and not self.root.is_dir():
+            raise GoldenUsageError(f"--root {self.root} is not a directory")
         problems: list[str] = []
         try:
             manifest = self.manifest()
+        except GoldenStoreBusyError:
+            raise
         except GoldenError as exc:
             return [str(exc)]
         recorded = manifest["entries"]
         all_builders = self.builders()
         wanted = [e for e in all_builders if only is None or fnmatch.fnmatch(e, only)]
         if not wanted:
-            raise GoldenError(
+            raise GoldenUsageError(
                 f"--only {only!r} matches no golden entry; entries: {', '.join(all_builders)}"
             )
         for entry in sorted(set(recorded) - set(all_builders)):
             problems.append(f"{entry}: in the manifest but no builder produces it (orphaned)")
-        known_files = {self.file_for(e).resolve() for e in recorded}
-        for path in sorted(self.root.rglob("*.safetensors")):
-            if path.resolve() not in known_files and ".staging-" not in str(path):
-                problems.append(f"{path}: not listed in {MANIFEST_NAME}")
+        known = {f"{e}.safetensors" for e in recorded}
+        for name in _store_files(self.root):
+            if name not in known:
+                problems.append(f"{self.root / name}: not listed in {MANIFEST_NAME}")
         for entry in wanted:
             try:
                 stored = self.load(entry)
@@ -379,6 +567,62 @@ class GoldenStore:
                     f"{refresh_command(entry)}"
                 )
         return problems
+
+
+def _manifest_problem(data: Any) -> str | None:
+    """What is structurally wrong with a parsed manifest (naming the field), or None."""
+    if not isinstance(data, dict):
+        return f"the manifest must be a JSON object, got {type(data).__name__}"
+    entries = data.get("entries")
+    if not isinstance(entries, dict):
+        return "field 'entries' must be an object of entry name -> record"
+    for entry, record in entries.items():
+        if not is_safe_relative_name(entry):
+            return (
+                f"entries[{entry!r}]: not a safe relative name inside the store (absolute paths, "
+                "'..' and hidden parts are refused)"
+            )
+        if not isinstance(record, dict):
+            return f"entries[{entry!r}] must be an object, got {type(record).__name__}"
+        sha = record.get("sha256")
+        if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{64}", sha):
+            return f"entries[{entry!r}].sha256 must be 64 lowercase hex digits, got {sha!r}"
+        if record.get("file", f"{entry}.safetensors") != f"{entry}.safetensors":
+            return f"entries[{entry!r}].file must be {entry}.safetensors, got {record['file']!r}"
+    return None
+
+
+def _check_pattern(only: str | None) -> None:
+    """``--only`` globs entry names: relative, no '..', no absolute paths, no NUL."""
+    if only is None:
+        return
+    parts = only.split("/")
+    absolute = PurePosixPath(only).is_absolute()
+    if not only or absolute or "\\" in only or "\0" in only or ".." in parts:
+        raise GoldenUsageError(
+            f"--only {only!r} must be a glob over entry names such as 'linear/fp8_*' (relative, "
+            "no '..', no absolute path)"
+        )
+
+
+def _store_files(root: Path) -> list[str]:
+    """Relative names of ``*.safetensors`` under ``root``, not following symlinked
+    directories and skipping hidden ones (the journal)."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if is_safe_relative_name(d))  # not hidden
+        base = Path(dirpath).relative_to(root)
+        names = [*filenames, *dirnames]  # a directory named x.safetensors is a problem too
+        found += [(base / n).as_posix() for n in names if Path(n).suffix == ".safetensors"]
+    return sorted(found)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _write_synced(path: Path, raw: bytes) -> None:

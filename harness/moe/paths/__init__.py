@@ -1,15 +1,14 @@
 """Registry of MoE execution paths: built-ins plus those other packages register.
 
 Another package adds a path through the ``qharness.moe_paths`` entry-point group; the
-entry point names either a path object or a zero-argument callable returning one. Every
-registered path is parametrized into suites/test_moe.py like the built-ins.
+entry point names a path object, a path class, or a zero-argument factory
+(harness.paths.registry). Every registered path is parametrized into suites/test_moe.py
+like the built-ins.
 """
 
 from __future__ import annotations
 
-import functools
-
-from harness.paths.registry import by_unique_name, load_entry_points, lookup
+from harness.paths.registry import Registry
 
 from .base import MoEPath, MoEProblem
 from .emulated import EmulatedMoEPath
@@ -29,12 +28,15 @@ __all__ = [
 ]
 
 
-@functools.cache
-def moe_paths() -> dict[str, MoEPath]:
-    """All MoE paths by name: built-ins first, then entry points. Names must be unique."""
-    external = load_entry_points(ENTRY_POINT_GROUP, MoEPath, "docs/MOE.md")  # type: ignore[type-abstract]
-    return by_unique_name((*BUILTIN_MOE_PATHS, *external), "MoE path")
+# All MoE paths by name: built-ins first, then entry points. Names must be unique.
+moe_paths: Registry[MoEPath] = Registry(
+    ENTRY_POINT_GROUP,
+    MoEPath,  # type: ignore[type-abstract]
+    "MoE path",
+    "docs/MOE.md",
+    BUILTIN_MOE_PATHS,
+)
 
 
 def get_moe_path(name: str) -> MoEPath:
-    return lookup(moe_paths(), name, "MoE path")
+    return moe_paths.get(name)

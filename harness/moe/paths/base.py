@@ -1,4 +1,8 @@
-"""The MoE path protocol: one way of executing a quantized MoE block on a platform."""
+"""The MoE path protocol: one way of executing a quantized MoE block on a platform.
+
+The shared pieces (`Support`, `Numerics`, `PathBase` with its defaults, the kernel contract)
+are harness.paths.base; this module adds only what is MoE's: the problem and the protocol.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,8 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from harness.core.schemes import Scheme
-from harness.moe.bounds import GemmNumerics
 from harness.moe.model import MoELayer, MoETrace, Routing
-from harness.paths.base import Support
+from harness.paths.base import Numerics, Support
 from harness.platform.info import PlatformInfo
 
 
@@ -31,7 +34,9 @@ class MoEPath(Protocol):
 
     ``forward`` returns a `MoETrace`: the output and the intermediate (before and after
     quantization) it fed to the second GEMM, in canonical (token, slot) row order, so the
-    suites can check each stage and account for intermediate codes that differ.
+    suites can check each stage and account for intermediate codes that differ. Optional
+    members (``is_reference``, ``kernel_name``, ``uses_capabilities``) default as in
+    `harness.paths.base.PathBase`, which built-ins inherit.
     """
 
     name: str
@@ -40,7 +45,7 @@ class MoEPath(Protocol):
         """Say whether this path can run the problem here; the reason is reported."""
         ...
 
-    def numerics(self, scheme: Scheme, platform: PlatformInfo) -> GemmNumerics:
+    def numerics(self, scheme: Scheme, platform: PlatformInfo) -> Numerics:
         """How this path's grouped GEMMs round for ``scheme`` (the suites derive bounds)."""
         ...
 

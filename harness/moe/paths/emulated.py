@@ -5,9 +5,8 @@ from __future__ import annotations
 import torch
 
 from harness.core.schemes import Scheme
-from harness.moe.bounds import EXACT_FP32, GemmNumerics
 from harness.moe.model import MoELayer, MoETrace, Operand, QuantizedExperts, Routing, run_moe
-from harness.paths.base import Support
+from harness.paths.base import EXACT_FP32, Numerics, PathBase, Support
 from harness.paths.emulated import full_fp32_matmul
 from harness.platform.info import PlatformInfo
 
@@ -26,7 +25,7 @@ def per_expert_gemm(a: Operand, row_experts: torch.Tensor, w: QuantizedExperts) 
     return out
 
 
-class EmulatedMoEPath:
+class EmulatedMoEPath(PathBase):
     """Runs every scheme anywhere: the float32 model of what kernels should compute."""
 
     name = "emulated"
@@ -35,7 +34,7 @@ class EmulatedMoEPath:
     def supports(self, scheme: Scheme, problem: MoEProblem, platform: PlatformInfo) -> Support:
         return Support.yes()
 
-    def numerics(self, scheme: Scheme, platform: PlatformInfo) -> GemmNumerics:
+    def numerics(self, scheme: Scheme, platform: PlatformInfo) -> Numerics:
         return EXACT_FP32
 
     def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:

@@ -1,8 +1,10 @@
 """Grouped GEMM kernels the native MoE path dispatches to, each with its own contract.
 
-A kernel states what it can run (`accepts`, from the scheme's QuantSpec fields, never its
-name), which capability probe gates it, what problem shapes it takes, and how it rounds.
-Which scheme goes to which kernel on which platform is the table in harness.moe.dispatch.
+Each is a `harness.paths.base.KernelContract` (the protocol linear kernel modes share): it
+states what it can run (`accepts`, from the scheme's QuantSpec fields, never its name) and
+which capability probe gates it; on top, what problem shapes it takes, how it rounds
+(`Numerics`) and its grouped GEMM. Which scheme goes to which kernel on which platform is
+the table in harness.moe.dispatch.
 """
 
 from __future__ import annotations
@@ -12,34 +14,27 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from harness.core.formats import get_format
-from harness.core.schemes import WHOLE, QuantSpec, Scheme
-from harness.moe.bounds import GemmNumerics
+from harness.core.schemes import WHOLE, Scheme
 from harness.moe.dispatch import GROUPED_BF16, SCALED_GROUPED_ROWWISE
 from harness.moe.model import Operand, QuantizedExperts
 from harness.ops.grouped import grouped_mm_bf16, scaled_grouped_mm_rowwise
-from harness.paths.base import Support
+from harness.paths.base import KernelContract, Numerics, OperandContract, Support
 from harness.platform.info import PlatformInfo
 
 from .base import MoEProblem
 
 
 @runtime_checkable
-class GroupedKernel(Protocol):
-    name: str
-
-    def accepts(self, scheme: Scheme) -> tuple[bool, str]:
-        """Whether the kernel's contract covers the scheme, and if not, why."""
-        ...
-
-    def capability(self, scheme: Scheme) -> str:
-        """The capability probe (harness.platform.capabilities) that must pass on the platform."""
-        ...
+class GroupedKernel(KernelContract, Protocol):
+    """A kernel contract (``name``, ``accepts``, ``capability``) plus what MoE needs."""
 
     def fits(self, problem: MoEProblem, platform: PlatformInfo) -> Support:
         """Whether the problem's shapes meet the kernel's layout rules."""
         ...
 
-    def numerics(self, scheme: Scheme) -> GemmNumerics: ...
+    def numerics(self, scheme: Scheme) -> Numerics:
+        """How the grouped GEMM rounds ``scheme`` (the suites derive bounds from it)."""
+        ...
 
     def gemm(self, a: Operand, row_experts: torch.Tensor, w: QuantizedExperts) -> torch.Tensor:
         """y[r] = a[r] @ W[expert[r]]^T as float32 [M, N]."""
@@ -79,8 +74,8 @@ class Bf16GroupedKernel:
     name = GROUPED_BF16
     _ALIGN = 8  # 16-byte strides in bf16
 
-    def accepts(self, scheme: Scheme) -> tuple[bool, str]:
-        return True, ""
+    def accepts(self, scheme: Scheme) -> Support:
+        return Support.yes()
 
     def capability(self, scheme: Scheme) -> str:
         return "grouped_mm.bf16"
@@ -88,8 +83,8 @@ class Bf16GroupedKernel:
     def fits(self, problem: MoEProblem, platform: PlatformInfo) -> Support:
         return _strides_fit(problem, self._ALIGN, "grouped_mm")
 
-    def numerics(self, scheme: Scheme) -> GemmNumerics:
-        return GemmNumerics(operand_dtype=torch.bfloat16, out_dtype=torch.bfloat16)
+    def numerics(self, scheme: Scheme) -> Numerics:
+        return Numerics(operand_dtype=torch.bfloat16, out_dtype=torch.bfloat16)
 
     def gemm(self, a: Operand, row_experts: torch.Tensor, w: QuantizedExperts) -> torch.Tensor:
         order, counts = sort_by_expert(row_experts, w.num_experts)
@@ -98,20 +93,14 @@ class Bf16GroupedKernel:
         return unsort(y.float(), order)
 
 
-_FP8_FORMATS = frozenset({"e4m3fn", "e4m3fnuz"})
 _ROWWISE_BLOCKS = frozenset({(WHOLE, WHOLE), (1, WHOLE)})  # per-tensor or per-row scales
-
-
-def _rowwise_spec_problem(spec: QuantSpec | None, role: str) -> str | None:
-    if spec is None:
-        return f"{role} is not quantized; the kernel takes FP8 on both operands"
-    if spec.format not in _FP8_FORMATS:
-        return f"{role} format {spec.format} is not FP8 e4m3"
-    if spec.scale_format != "fp32":
-        return f"{role} scales are {spec.scale_format}, the kernel takes float32 scales"
-    if spec.block not in _ROWWISE_BLOCKS:
-        return f"{role} scales are {spec.granularity}; the kernel takes per-tensor or per-row"
-    return None
+# FP8 e4m3 codes of one flavour on both operands, float32 per-tensor or per-row scales.
+FP8_ROWWISE_OPERANDS = OperandContract(
+    formats=frozenset({"e4m3fn", "e4m3fnuz"}),
+    scale_format="fp32",
+    weight_blocks=_ROWWISE_BLOCKS,
+    activation_blocks=_ROWWISE_BLOCKS,
+)
 
 
 class Fp8RowwiseGroupedKernel:
@@ -123,15 +112,8 @@ class Fp8RowwiseGroupedKernel:
     name = SCALED_GROUPED_ROWWISE
     _ALIGN = 16  # 16-byte strides in FP8
 
-    def accepts(self, scheme: Scheme) -> tuple[bool, str]:
-        for spec, role in ((scheme.weight, "weight"), (scheme.activation, "activation")):
-            problem = _rowwise_spec_problem(spec, role)
-            if problem:
-                return False, problem
-        assert scheme.activation is not None
-        if scheme.activation.format != scheme.weight.format:
-            return False, "weight and activation FP8 flavours differ"
-        return True, ""
+    def accepts(self, scheme: Scheme) -> Support:
+        return FP8_ROWWISE_OPERANDS.check(scheme)
 
     def capability(self, scheme: Scheme) -> str:
         return f"scaled_grouped_mm.rowwise.{scheme.weight.format}"
@@ -139,9 +121,9 @@ class Fp8RowwiseGroupedKernel:
     def fits(self, problem: MoEProblem, platform: PlatformInfo) -> Support:
         return _strides_fit(problem, self._ALIGN, "scaled grouped mm")
 
-    def numerics(self, scheme: Scheme) -> GemmNumerics:
+    def numerics(self, scheme: Scheme) -> Numerics:
         # Codes are exact; the two float32 scales are applied in the epilogue, then bf16 out.
-        return GemmNumerics(operand_dtype=None, out_dtype=torch.bfloat16, epilogue_roundings=2)
+        return Numerics(operand_dtype=None, out_dtype=torch.bfloat16, epilogue_roundings=2)
 
     def gemm(self, a: Operand, row_experts: torch.Tensor, w: QuantizedExperts) -> torch.Tensor:
         q = a.quantized

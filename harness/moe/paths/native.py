@@ -1,7 +1,8 @@
 """The native MoE path: the platform's grouped GEMM kernel, chosen by the dispatch table.
 
-For a scheme on a platform the path looks up the table (harness.moe.dispatch), then checks
-the chosen kernel's contract, its capability probe and the problem's shapes; any "no"
+For a scheme on a platform the path looks up the table (harness.moe.dispatch) with the
+rule linear's native path uses too (`harness.paths.dispatch.choose`), then checks the
+chosen kernel's contract, its capability probe and the problem's shapes; any "no"
 becomes the skip reason. A scheme is only ever handed to the kernel the table names, and
 only when that kernel's own contract accepts it.
 """
@@ -13,18 +14,18 @@ from collections.abc import Mapping
 import torch
 
 from harness.core.schemes import Scheme
-from harness.moe.bounds import GemmNumerics
-from harness.moe.dispatch import EMULATE, MOE_NATIVE_DISPATCH, DispatchRow, decision, platform_key
+from harness.moe.dispatch import MOE_DISPATCH_HOME, MOE_NATIVE_DISPATCH, DispatchRow
 from harness.moe.model import MoELayer, MoETrace, Routing, run_moe
-from harness.paths.base import Support
+from harness.paths.base import Numerics, PathBase, Support
+from harness.paths.dispatch import choose
 from harness.platform import capabilities
-from harness.platform.info import PlatformInfo
+from harness.platform.info import PlatformInfo, platform_key
 
 from .base import MoEProblem
 from .kernels import MOE_KERNELS, GroupedKernel
 
 
-class NativeMoEPath:
+class NativeMoEPath(PathBase):
     """Grouped GEMMs on the kernel the dispatch table names for (scheme, platform)."""
 
     name = "native"
@@ -58,23 +59,8 @@ class NativeMoEPath:
     ) -> tuple[GroupedKernel | None, str]:
         """The kernel the table sends ``scheme`` to here, or None and the reason."""
         key = platform_key(platform)
-        if key not in self.table:
-            return None, (
-                f"no MoE dispatch row for platform {key!r}; add one to MOE_NATIVE_DISPATCH "
-                "in harness/moe/dispatch.py"
-            )
-        dec = decision(key, scheme.name, self.table)
-        if dec is None:
-            return None, f"MoE dispatch row {key!r} has no decision for {scheme.name}"
-        if dec == EMULATE:
-            return None, f"MoE dispatch table: {scheme.name} is emulated on {key}"
-        kernel = self.kernels.get(dec)
-        if kernel is None:
-            return None, f"MoE dispatch table names unknown kernel {dec!r}"
-        ok, reason = kernel.accepts(scheme)
-        if not ok:
-            return None, f"dispatch table error: {dec} cannot run {scheme.name}: {reason}"
-        return kernel, ""
+        choice = choose(self.table, self.kernels, key, scheme, "MoE dispatch", MOE_DISPATCH_HOME)
+        return choice.kernel, choice.reason
 
     def supports(self, scheme: Scheme, problem: MoEProblem, platform: PlatformInfo) -> Support:
         kernel, reason = self.kernel_for(scheme, platform)
@@ -92,7 +78,7 @@ class NativeMoEPath:
             raise ValueError(f"native MoE path cannot run {scheme.name}: {reason}")
         return kernel.name
 
-    def numerics(self, scheme: Scheme, platform: PlatformInfo) -> GemmNumerics:
+    def numerics(self, scheme: Scheme, platform: PlatformInfo) -> Numerics:
         kernel, reason = self.kernel_for(scheme, platform)
         if kernel is None:
             raise ValueError(f"native MoE path cannot run {scheme.name}: {reason}")
