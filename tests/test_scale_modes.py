@@ -25,6 +25,7 @@ from harness.quantizers.mx_edge_cases import (
     AMAX_CASES,
     MX_ELEMENT_FORMATS,
     MX_MODES,
+    binades,
     edge_blocks,
     golden_entry,
 )
@@ -89,6 +90,34 @@ MODE_ORDER = ("floor", "rceil", "even", "ceil")
 def test_modes_are_registered() -> None:
     assert set(MODE_ORDER) == set(E8M0_MODES) == set(MX_MODES)
     assert set(MODE_ORDER) <= set(SCALE_RULES)
+
+
+# The boundary cases at every binade k (amax = case(max) * 2^k, floor(log2 amax) = emax + k),
+# so each is the k = 0 code shifted by k: floor/even keep the binade (at, one step below,
+# one step above max, the tie: none of them reaches 2^(emax+1), and even's half-ULP add
+# carries only for e2m1's tie 7 = 1.75 * 2^2 at one mantissa bit); rceil moves up one for
+# above-max and the tie (amax / 2^k > max); ceil moves up one for all (mantissa non-zero).
+# NaN and Inf blocks take the NaN scale at every k.
+BINADE_OFFSETS: dict[str, dict[str, tuple[int, int, int, int]]] = {
+    "e4m3fn": {
+        "at_max": (0, 0, 0, 1),
+        "below_max": (0, 0, 0, 1),
+        "above_max": (0, 1, 0, 1),
+        "max_tie": (0, 1, 0, 1),
+    },
+    "e2m1": {
+        "at_max": (0, 0, 0, 1),
+        "below_max": (0, 0, 0, 1),
+        "above_max": (0, 1, 0, 1),
+        "max_tie": (0, 1, 1, 1),
+    },
+}
+for _fmt, _offsets in BINADE_OFFSETS.items():
+    for _k in binades(get_format(_fmt)):
+        for _case, _offset in _offsets.items():
+            HAND[_fmt][f"{_case}@{_k}"] = tuple(127 + _k + o for o in _offset)  # type: ignore[assignment]
+        HAND[_fmt][f"nan@{_k}"] = (NAN, NAN, NAN, NAN)
+        HAND[_fmt][f"inf@{_k}"] = (NAN, NAN, NAN, NAN)
 
 
 @pytest.mark.parametrize("fmt", sorted(HAND))

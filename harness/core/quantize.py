@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from harness.core.conventions import scale_elements
 from harness.core.fastcodec import decode_fast, e8m0_scale_fast, encode_fast
 from harness.core.formats import decode, e8m0_decode, e8m0_encode, encode
 from harness.core.scales import E8M0_MODES, compute_scale
@@ -168,16 +169,19 @@ def quantize(
     """Quantize a 2-D tensor; ``scale`` (tile grid) is given for static scales, else computed.
 
     The division ``x / scale`` is done in float32 (IEEE, correctly rounded, so it is the same
-    on every platform), then the element codec rounds to nearest-even and saturates.
+    on every platform), then the element codec rounds to nearest-even and saturates. A spec
+    with engine conventions (harness.core.conventions) scales the elements their way; such
+    specs (engine variants, never the defaults) take the reference scale computation.
     ``reference=True`` uses the reference codecs; the default fast ones give the same bits.
     """
     x32 = x.float()
-    if reference:
+    if reference or spec.conventions:
         if scale is None:
             scale = compute_scale(tile_amax(x32, spec), spec)
         scale = scale.float().to(x.device)
-        codes = encode(x32 / expand_scale(scale, spec, x.shape), spec.format, spec.clamp_max)
-        return QuantizedTensor(codes, scale, spec)
+        scaled = scale_elements(x32, expand_scale(scale, spec, x.shape), spec)
+        codec = encode if reference else encode_fast
+        return QuantizedTensor(codec(scaled, spec.format, spec.clamp_max), scale, spec)
     if scale is None:
         scale = _compute_scale_fast(_tile_amax_fast(x32, spec), spec)
     scale = scale.float().to(x.device)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
+from harness.core.conventions import apply_scale_conventions
 from harness.core.formats import (
     E8M0_BIAS,
     E8M0_MAX_CODE,
@@ -67,7 +68,10 @@ def compute_scale(amax: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
             f"scale rounding {spec.scale_rounding!r} produces {produces} scales, but the spec "
             f"asks for {spec.scale_format}; pick a rule of that format"
         )
-    return rule(amax.float(), spec)
+    scale = rule(amax.float(), spec)
+    if spec.conventions:
+        scale = apply_scale_conventions(amax.float(), scale, spec)
+    return scale
 
 
 @scale_rule("exact", scale_format="fp32")

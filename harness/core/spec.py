@@ -42,6 +42,8 @@ class QuantSpec:
     scale_rounding: str = "exact"  # "exact" (fp32 amax/max) or an E8M0 mode (core.scales)
     dynamic: bool = False  # activations: scale computed per call (True) or calibrated (False)
     clamp_max: float | None = None  # saturation bound below the format max (e.g. 224 for fnuz)
+    # engine conventions in effect (harness.core.conventions); empty: the reference definition
+    conventions: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         get_format(self.format)  # fail fast on a typo
@@ -64,4 +66,5 @@ class QuantSpec:
             "scale_rounding": self.scale_rounding,
             "dynamic": self.dynamic,
             "clamp_max": self.clamp_max,
+            "conventions": sorted(self.conventions),
         }

@@ -1,7 +1,10 @@
 """MX scale edge cases: named 32-element blocks per element format, and their golden.
 
 Each block is built so that its absolute maximum is the value under test (the other 31
-elements are smaller, with mixed signs). The golden entry ``mx_scales/<format>`` stores the
+elements are smaller, with mixed signs). The boundary cases (amax at, one float32 step
+below and above the element max, the max/next-power tie, NaN and Inf blocks) are repeated
+at every binade an E8M0 scale can reach (`binades`); zero and float32-subnormal amax are
+binade-free. The golden entry ``mx_scales/<format>`` stores the
 blocks and, for every E8M0 scale mode, the scale codes (uint8 E8M0) and element codes, so a
 platform that flushes 2^-127, rounds amax through bf16, or picks another mode is caught bit
 for bit (suites/test_mx_scales.py runs the quantizer on the device against it).
@@ -59,6 +62,25 @@ AMAX_CASES: dict[str, Callable[[ElementFormat], float]] = {
 }
 SPECIAL_BLOCKS: tuple[str, ...] = ("zero", "nan", "inf", "neg_inf", "negative_max")
 
+# The boundary cases again at every binade an E8M0 scale can reach: the amax is the element
+# max times 2^k (or the max/next-power tie, or one float32 step either side of the max), so
+# under floor the scale is exactly 2^k, for every k from -127 up to the largest whose block
+# is still finite in float32 (127 - emax). NaN and Inf blocks carry the same binade's ramp.
+# Names read "<case>@<k>".
+BINADE_CASES: dict[str, Callable[[ElementFormat, int], float]] = {
+    "at_max": lambda f, k: f.max_finite * 2.0**k,
+    "below_max": lambda f, k: _next_down(f.max_finite * 2.0**k),
+    "above_max": lambda f, k: _next_up(f.max_finite * 2.0**k),
+    "max_tie": lambda f, k: (f.max_finite + 2.0 ** (f.emax + 1)) / 2 * 2.0**k,
+}
+BINADE_SPECIAL_CASES: tuple[str, ...] = ("nan", "inf")
+E8M0_MIN_EXPONENT = -127
+
+
+def binades(fmt: ElementFormat) -> range:
+    """Every k whose 2^k an E8M0 scale holds and whose max * 2^k a float32 block holds."""
+    return range(E8M0_MIN_EXPONENT, 127 - fmt.emax + 1)
+
 
 @dataclass(frozen=True)
 class EdgeBlocks:
@@ -91,6 +113,15 @@ def edge_blocks(fmt_name: str) -> EdgeBlocks:
     for name in SPECIAL_BLOCKS:
         names.append(name)
         rows.append(special[name])
+    for k in binades(fmt):
+        for name, binade_amax in BINADE_CASES.items():
+            names.append(f"{name}@{k}")
+            rows.append(_ramp(binade_amax(fmt, k)))
+        ramp = _ramp(fmt.max_finite * 2.0**k)
+        names.append(f"nan@{k}")
+        rows.append(ramp.index_fill(0, torch.tensor([5]), float("nan")))
+        names.append(f"inf@{k}")
+        rows.append(ramp.index_fill(0, torch.tensor([3]), float("inf")))
     return EdgeBlocks(tuple(names), torch.stack(rows).float())
 
 

@@ -1,0 +1,218 @@
+"""Engine conventions: deliberate, documented departures from a scheme's reference definition.
+
+Real engines do not all quantize the way the reference does (x / scale in float32, scales
+from `harness.core.scales`, NaN scale for a non-finite MX block). Where an engine departs on
+purpose and says so in its own source or docs, the departure is a *convention*: a named
+variant of a `QuantSpec` (``spec.conventions``) that the reference quantizer implements, so
+the suites compute what an engine following it must produce and hold it to that bit for bit.
+A difference no declared convention explains is a finding, not a convention.
+
+A convention changes one or more of three steps, each a hook applied in registry order:
+the scale (``scale``: amax, reference scale -> scale), the divisor the elements are divided
+by (``divisor``), and whether elements are multiplied by a float32 reciprocal instead of
+divided (``reciprocal``, with an optional ``reciprocal_hook`` on that reciprocal). A
+convention may also lower the saturation bound (``clamp_max``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import torch
+
+from harness.core.formats import get_format
+from harness.errors import QHarnessError
+
+if TYPE_CHECKING:  # spec.py defines specs; this module only reads them
+    from harness.core.spec import QuantSpec
+
+ScaleHook = Callable[[torch.Tensor, torch.Tensor, "QuantSpec"], torch.Tensor]
+TensorHook = Callable[[torch.Tensor], torch.Tensor]
+
+_F32_MIN_NORMAL = 2.0**-126
+
+
+@dataclass(frozen=True)
+class Convention:
+    """One named departure from the reference quantizer, and where it applies."""
+
+    name: str
+    description: str  # what differs, and which engines document doing it
+    applies: Callable[[QuantSpec], bool]
+    scale: ScaleHook | None = None  # (tile amax, reference scale, spec) -> scale used
+    divisor: TensorHook | None = None  # scale -> the value elements are divided by
+    reciprocal: bool = False  # elements * fp32(1 / divisor) instead of elements / divisor
+    reciprocal_hook: TensorHook | None = None  # adjusts that reciprocal (given the divisor)
+    clamp_max: Callable[[QuantSpec], float] | None = None
+
+
+CONVENTIONS: dict[str, Convention] = {}
+
+
+def register_convention(convention: Convention) -> Convention:
+    if convention.name in CONVENTIONS:
+        raise ValueError(f"convention {convention.name!r} registered twice")
+    CONVENTIONS[convention.name] = convention
+    return convention
+
+
+class UnknownConventionError(QHarnessError, KeyError):
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def get_convention(name: str) -> Convention:
+    try:
+        return CONVENTIONS[name]
+    except KeyError:
+        raise UnknownConventionError(
+            f"unknown convention {name!r}; known: {sorted(CONVENTIONS)}"
+        ) from None
+
+
+def with_conventions(spec: QuantSpec, names: Iterable[str]) -> QuantSpec:
+    """``spec`` with those of ``names`` that apply to it (others are ignored), in effect."""
+    chosen = [get_convention(n) for n in sorted(set(names))]
+    applicable = frozenset(c.name for c in chosen if c.applies(spec))
+    clamp = spec.clamp_max
+    for c in chosen:
+        if c.name in applicable and c.clamp_max is not None:
+            clamp = c.clamp_max(spec)
+    return replace(spec, conventions=spec.conventions | applicable, clamp_max=clamp)
+
+
+def _active(spec: QuantSpec) -> list[Convention]:
+    return [get_convention(n) for n in sorted(spec.conventions)]
+
+
+def apply_scale_conventions(
+    amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec
+) -> torch.Tensor:
+    for c in _active(spec):
+        if c.scale is not None:
+            scale = c.scale(amax, scale, spec)
+    return scale
+
+
+def scale_elements(x: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """x / scale in float32 (the reference), or what the spec's conventions do instead."""
+    active = _active(spec)
+    divisor = scale
+    for c in active:
+        if c.divisor is not None:
+            divisor = c.divisor(divisor)
+    if not any(c.reciprocal for c in active):
+        return x / divisor
+    reciprocal = torch.reciprocal(divisor)
+    for c in active:
+        if c.reciprocal_hook is not None:
+            reciprocal = c.reciprocal_hook(reciprocal)
+    return x * reciprocal
+
+
+# --------------------------------------------------------------------- the registry
+def _fp32_scales(spec: QuantSpec) -> bool:
+    return spec.scale_format == "fp32"
+
+
+def _min_scale_512(amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    # float32: 1 / (qmax * 512), as the engine computes it (qmax * 512 is exact)
+    floor = torch.tensor(1.0, dtype=torch.float32) / torch.tensor(
+        spec.qmax * 512, dtype=torch.float32
+    )
+    return torch.maximum(amax.float() / spec.qmax, floor)  # a zero tile gets the bound
+
+
+register_convention(
+    Convention(
+        "min_scale_1_over_512max",
+        "computed FP8 scales are bounded from below at 1 / (fp8_max * 512), so a tile with a "
+        "tiny amax gets a larger scale than amax / fp8_max (vLLM's dynamic per-token quant "
+        "and its QuantFP8 native path; a zero tile gets that bound, not 1)",
+        _fp32_scales,
+        scale=_min_scale_512,
+    )
+)
+
+register_convention(
+    Convention(
+        "reciprocal_scale",
+        "elements are multiplied by the float32 reciprocal of the scale instead of divided "
+        "by it; the two roundings move a few codes that sit on a tie (vLLM's FP8 quant "
+        "kernels and QuantFP8 native path)",
+        _fp32_scales,
+        reciprocal=True,
+    )
+)
+
+
+def _is_fnuz(spec: QuantSpec) -> bool:
+    return spec.format == "e4m3fnuz" and (spec.clamp_max is None or spec.clamp_max > 224)
+
+
+register_convention(
+    Convention(
+        "fnuz_clamp_224",
+        "e4m3fnuz quantization saturates at 224 instead of 240 and scales are amax / 224 "
+        "(vLLM on ROCm gfx94x)",
+        _is_fnuz,
+        clamp_max=lambda spec: 224.0,
+    )
+)
+
+
+# ------------------------------------------------------------------------ MX scales
+def _e8m0(spec: QuantSpec) -> bool:
+    return spec.scale_format == "e8m0"
+
+
+def _e8m0_from_exponent(spec: QuantSpec) -> bool:
+    return spec.scale_format == "e8m0" and spec.scale_rounding in ("floor", "even", "ceil")
+
+
+def _inf_amax_as_2pow128(amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    # An Inf amax has float32 exponent field 255, read as 2^128 like any other exponent:
+    # scale exponent 128 - emax (ceil adds nothing: Inf's mantissa is 0). NaN keeps 0xFF.
+    emax = get_format(spec.format).emax
+    finite_scale = torch.tensor(2.0 ** (128 - emax), dtype=torch.float32)
+    return torch.where(torch.isinf(amax), finite_scale, scale)
+
+
+register_convention(
+    Convention(
+        "mx_inf_amax_as_2pow128",
+        "an MX block whose amax is Inf gets the finite scale 2^(128 - emax) (Inf's float32 "
+        "exponent field read as 2^128) instead of the NaN scale 0xFF; its Inf elements "
+        "saturate to the element max (torchao to_mx floor/even/ceil)",
+        _e8m0_from_exponent,
+        scale=_inf_amax_as_2pow128,
+    )
+)
+
+
+def _inf_amax_max_scale(amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    return torch.where(torch.isinf(amax), torch.tensor(2.0**127), scale)
+
+
+register_convention(
+    Convention(
+        "mx_inf_amax_scale_0xfe",
+        "an MX block whose amax is Inf gets the largest finite scale 2^127 (code 0xFE) instead "
+        "of the NaN scale 0xFF (TransformerEngine's and torchao's rceil cast)",
+        lambda spec: _e8m0(spec) and spec.scale_rounding == "rceil",
+        scale=_inf_amax_max_scale,
+    )
+)
+
+register_convention(
+    Convention(
+        "mx_min_scale_divides_as_2pow-126",
+        "the smallest E8M0 scale 2^-127 (a float32 subnormal) is stored as code 0x00 but the "
+        "elements are divided by 2^-126, the smallest normal float32 (torchao to_mx "
+        "floor/even/ceil, documented there as a workaround for compilers flushing 2^-127)",
+        _e8m0_from_exponent,
+        divisor=lambda scale: torch.clamp(scale, min=_F32_MIN_NORMAL),
+    )
+)

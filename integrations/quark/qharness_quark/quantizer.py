@@ -1,0 +1,67 @@
+"""Quark's OCP MX quantizer (`real_quantize_mxfp`, hardware emulation, CPU) as a quantizer.
+
+Quark's packed-MX kernels are GPU-only; its CPU emulation `real_quantize_mxfp` returns, per
+32-element block, the float32 scale followed by the 32 element values (already rounded to
+the element format, before scaling back). This adapter takes the scale as Quark computed
+it and turns each element value into its code with the harness codec; the values are
+exact element-format values, so that step is lossless (a value that is not one would be
+reported by the suite as a code mismatch). Floor scales, FP4 and FP6 only, as Quark's
+function supports.
+"""
+
+from __future__ import annotations
+
+import torch
+from quark.torch.kernel.hw_emulation.hw_emulation_interface import real_quantize_mxfp
+
+from harness.core.formats import encode
+from harness.core.quantize import QuantizedTensor
+from harness.core.schemes import MX_BLOCK, QuantSpec
+from harness.paths.base import Support
+from qharness_quark import ENGINE
+
+ELEMENTS = {"e2m1": "fp4", "e2m3": "fp6_e2m3", "e3m2": "fp6_e3m2"}
+
+
+class RealQuantizeMXFPQuantizer:
+    name = "quark_real_quantize_mxfp"
+    engine = ENGINE
+    conventions: frozenset[str] = frozenset()
+    known_findings = {
+        pattern: (
+            "negative values that round to zero come back as +0, not -0: the element code "
+            "differs from round-to-nearest-even (OCP MX FP4/FP6 have a -0 code), the value "
+            "does not"
+        )
+        for pattern in ("quark_real_quantize_mxfp-w_*",)
+    } | {
+        "quark_real_quantize_mxfp-e*-floor": (
+            "scales outside E8M0: 2^(floor(log2 amax) - emax) is not clamped to [2^-127, "
+            "2^127] (a block with amax below 2^(emax-127) gets e.g. 2^-129) and an Inf block "
+            "gets an Inf scale instead of the NaN scale 0xFF (OCP MX v1.0: E8M0 spans "
+            "2^-127..2^127, 0xFF is NaN); also the +0 for -0 element codes"
+        ),
+    }
+
+    def supports(self, spec: QuantSpec) -> Support:
+        if spec.scale_format != "e8m0" or spec.block != (1, MX_BLOCK):
+            return Support.no(
+                f"{self.name}: MX 1x{MX_BLOCK} E8M0 scales only, not {spec.granularity}"
+            )
+        if spec.format not in ELEMENTS:
+            return Support.no(f"{self.name}: FP4/FP6 elements only, not {spec.format}")
+        if spec.scale_rounding != "floor":
+            return Support.no(f"{self.name}: floor scales only, not {spec.scale_rounding}")
+        return Support.yes()
+
+    def quantize(
+        self, x: torch.Tensor, spec: QuantSpec, scale: torch.Tensor | None = None
+    ) -> QuantizedTensor:
+        if scale is not None:
+            raise ValueError("Quark's real_quantize_mxfp computes its own scales")
+        rows, k = x.shape
+        out = real_quantize_mxfp(x.float().contiguous(), ELEMENTS[spec.format], -1, MX_BLOCK)
+        blocks = out.float().reshape(rows, k // MX_BLOCK, MX_BLOCK + 1)
+        scales = blocks[..., 0]
+        values = blocks[..., 1:].reshape(rows, k)
+        return QuantizedTensor(encode(values, spec.format), scales.contiguous(), spec)

@@ -1,0 +1,87 @@
+"""torchao's MX cast (`MXTensor.to_mx`) as a qharness quantizer.
+
+torchao's own code computes the E8M0 scales and element data; this adapter only converts
+its layout to the harness's: float8 element data viewed as bytes, FP6 codes as torchao
+returns them (one per byte), FP4 unpacked from torchao's packed bytes (element 0 in the low
+nibble), E8M0 scales decoded to float32 powers of two.
+
+Conventions declared (harness.core.conventions), each read from torchao's `to_mx` source:
+floor/even/ceil read an Inf amax's exponent field as 2^128 (finite scale) and divide by
+2^-126 where the stored scale is 2^-127; the rceil cast gives an Inf block scale 0xFE.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+from torchao.prototype.mx_formats.config import ScaleCalculationMode
+from torchao.prototype.mx_formats.mx_tensor import MXTensor
+
+from harness.core.formats import e8m0_decode, unpack_fp4
+from harness.core.quantize import QuantizedTensor
+from harness.core.schemes import MX_BLOCK, QuantSpec
+from harness.paths.base import Support
+from qharness_torchao import ENGINE
+
+ELEMENT_DTYPES: dict[str, torch.dtype | str] = {  # torchao names its FP6 dtypes by string
+    "e4m3fn": torch.float8_e4m3fn,
+    "e5m2": torch.float8_e5m2,
+    "e2m3": "fp6_e2m3",
+    "e3m2": "fp6_e3m2",
+    "e2m1": torch.float4_e2m1fn_x2,
+}
+MODES: dict[str, ScaleCalculationMode] = {
+    "floor": ScaleCalculationMode.FLOOR,
+    "rceil": ScaleCalculationMode.RCEIL,
+    "even": ScaleCalculationMode.EVEN,
+    "ceil": ScaleCalculationMode.CEIL,
+}
+
+
+def to_harness_codes(qdata: torch.Tensor, fmt: str, shape: torch.Size) -> torch.Tensor:
+    if fmt == "e2m1":
+        return unpack_fp4(qdata.view(torch.uint8)).reshape(shape)
+    return qdata.view(torch.uint8).reshape(shape)
+
+
+class ToMXQuantizer:
+    name = "torchao_to_mx"
+    engine = ENGINE
+    conventions = frozenset(
+        {"mx_inf_amax_as_2pow128", "mx_min_scale_divides_as_2pow-126", "mx_inf_amax_scale_0xfe"}
+    )
+
+    known_findings: ClassVar[dict[str, str]] = {
+        "torchao_to_mx-*-rceil": (
+            "rceil on CPU (the non-CUDA fallback of _to_mx_rceil): (1) the exponent is "
+            "ceil(log2(amax / max)) in float32, which loses amax's excess over max * 2^k once "
+            "|k| is large enough, so a block one float32 step above max * 2^k gets 2^k instead "
+            "of 2^(k+1) and its largest element saturates (case above_max@k); (2) a block whose "
+            "scale is 2^-127 (code 0x00) is multiplied by 1 instead of 2^127, so every element "
+            "of a non-zero block with amax below max * 2^-127 becomes 0 (cases at_max@-127, "
+            "two_pow_m127)"
+        ),
+    }
+
+    def supports(self, spec: QuantSpec) -> Support:
+        if spec.scale_format != "e8m0" or spec.block != (1, MX_BLOCK):
+            return Support.no(
+                f"torchao to_mx: MX 1x{MX_BLOCK} E8M0 scales only, not {spec.granularity}"
+            )
+        if spec.format not in ELEMENT_DTYPES:
+            return Support.no(f"torchao to_mx: no {spec.format} element dtype")
+        if spec.scale_rounding not in MODES:
+            return Support.no(f"torchao to_mx: no {spec.scale_rounding} scale mode")
+        return Support.yes()
+
+    def quantize(
+        self, x: torch.Tensor, spec: QuantSpec, scale: torch.Tensor | None = None
+    ) -> QuantizedTensor:
+        if scale is not None:
+            raise ValueError("torchao to_mx computes its own scales (MX is dynamic)")
+        hp = x.float().contiguous()
+        mx = MXTensor.to_mx(hp, ELEMENT_DTYPES[spec.format], MX_BLOCK, MODES[spec.scale_rounding])
+        codes = to_harness_codes(mx.qdata, spec.format, hp.shape)
+        scale_codes = mx.scale.view(torch.uint8).reshape(hp.shape[0], hp.shape[1] // MX_BLOCK)
+        return QuantizedTensor(codes, e8m0_decode(scale_codes), spec)

@@ -1,0 +1,120 @@
+"""Engine conventions in the reference quantizer: each one against a hand-derived case.
+
+The expected values are worked out from the convention's definition (comments show the
+arithmetic), so the quantizer suite's computed expectations rest on checked ground.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness.core.conventions import CONVENTIONS, UnknownConventionError, with_conventions
+from harness.core.formats import decode
+from harness.core.quantize import QuantizedTensor, quantize, stored_scale
+from harness.core.schemes import get_scheme, mx_spec
+from harness.quantizers import get_quantizer, quantizers
+from harness.quantizers.expect import code_and_scale_mismatches, expectation
+
+PER_TOKEN = get_scheme("fp8_per_channel").activation
+assert PER_TOKEN is not None
+
+
+def test_min_scale_bounds_tiny_and_zero_rows() -> None:
+    spec = with_conventions(PER_TOKEN, ["min_scale_1_over_512max"])
+    x = torch.tensor([[1e-8, -2e-8], [0.0, 0.0], [448.0, 1.0]])
+    scale = quantize(x, spec).scale.flatten()
+    bound = torch.tensor(1.0) / torch.tensor(448.0 * 512)  # float32 1/229376
+    assert scale[0] == bound  # amax/448 = 4.5e-11 < bound
+    assert scale[1] == bound  # a zero row gets the bound, not the reference's 1
+    assert scale[2] == 1.0  # 448/448 is above the bound
+    assert quantize(x, PER_TOKEN).scale.flatten()[1] == 1.0
+
+
+def test_reciprocal_scale_moves_a_tie() -> None:
+    # x = fp32(15.5 * 1.7) and x / 1.7 = 15.5 exactly in float32: halfway between the e4m3
+    # values 15 (odd mantissa) and 16, so RNE gives 16. fp32(1/1.7) is below 1/1.7, and
+    # x * it rounds to 15.499999 in float32: below the tie, so 15.
+    spec = get_scheme("fp8_per_tensor").weight
+    scale = torch.tensor([[1.7]])
+    x = torch.tensor([[15.5]]) * scale
+    assert float((x / scale).flatten()[0]) == 15.5
+    assert float(decode(quantize(x, spec, scale).codes, "e4m3fn")) == 16
+    recip = with_conventions(spec, ["reciprocal_scale"])
+    assert float(decode(quantize(x, recip, scale).codes, "e4m3fn")) == 15
+
+
+def test_fnuz_clamp_224_bounds_scale_and_codes() -> None:
+    spec = get_scheme("fp8_per_tensor_fnuz").weight
+    held = with_conventions(spec, ["fnuz_clamp_224"])
+    assert held.clamp_max == 224.0
+    q = quantize(torch.tensor([[448.0, 1.0]]), held)
+    assert float(q.scale) == 2.0  # 448 / 224
+    # the clamp224 schemes already saturate at 224: nothing left to apply
+    already = get_scheme("fp8_per_tensor_fnuz_clamp224").weight
+    assert with_conventions(already, ["fnuz_clamp_224"]) == already
+
+
+def _block(amax: float, special: float | None = None) -> torch.Tensor:
+    x = torch.full((1, 32), amax / 4)
+    x[0, 0] = amax
+    if special is not None:
+        x[0, 3] = special
+    return x
+
+
+def test_mx_inf_amax_as_2pow128() -> None:
+    # e4m3 floor: exponent field 255 -> 128 - emax 8 = 120 -> code 247; NaN keeps 0xFF
+    spec = with_conventions(mx_spec("e4m3fn", "floor"), ["mx_inf_amax_as_2pow128"])
+    inf = quantize(_block(1.0, float("inf")), spec)
+    assert stored_scale(inf.scale, spec).tolist() == [[247]]
+    nan = quantize(_block(1.0, float("nan")), spec)
+    assert stored_scale(nan.scale, spec).tolist() == [[255]]
+
+
+def test_mx_inf_amax_scale_0xfe() -> None:
+    spec = with_conventions(mx_spec("e2m1", "rceil"), ["mx_inf_amax_scale_0xfe"])
+    assert stored_scale(quantize(_block(1.0, float("inf")), spec).scale, spec).tolist() == [[254]]
+
+
+def test_mx_min_scale_divides_as_2pow_minus_126() -> None:
+    # amax 2^-120, e4m3 floor: -120 - 8 = -128 -> clamped to -127 (code 0). The reference
+    # divides by 2^-127: 2^7 = 128; the convention divides by 2^-126: 2^6 = 64.
+    x = _block(2.0**-120)
+    plain = mx_spec("e4m3fn", "floor")
+    held = with_conventions(plain, ["mx_min_scale_divides_as_2pow-126"])
+    assert stored_scale(quantize(x, held).scale, held).tolist() == [[0]]
+    assert float(decode(quantize(x, plain).codes[:, :1], "e4m3fn")) == 128
+    assert float(decode(quantize(x, held).codes[:, :1], "e4m3fn")) == 64
+
+
+def test_conventions_apply_only_where_they_make_sense() -> None:
+    mx = mx_spec("e4m3fn", "floor")
+    assert with_conventions(mx, ["min_scale_1_over_512max", "reciprocal_scale"]) == mx
+    with pytest.raises(UnknownConventionError):
+        with_conventions(mx, ["no_such_convention"])
+    assert all(c.description for c in CONVENTIONS.values())
+
+
+def test_reference_quantizer_is_registered_and_held_to_the_golden() -> None:
+    ref = get_quantizer("reference")
+    assert "reference" in quantizers()
+    x = torch.tensor([[1.0, 3.0]])
+    golden = quantize(x, PER_TOKEN)
+    assert expectation(ref, PER_TOKEN, x, golden) is golden
+
+
+def test_mismatch_report_names_tiles_and_ignores_codes_of_nan_blocks() -> None:
+    spec = mx_spec("e2m1", "floor")
+    x = torch.cat([_block(1.0), _block(1.0, float("nan"))], dim=0)
+    q = quantize(x, spec)
+    other = QuantizedTensor(q.codes.clone(), q.scale.clone(), spec)
+    other.codes[1, 0] ^= 1  # in the NaN block: no value, not compared
+    codes, scales = code_and_scale_mismatches(other, q)
+    assert not bool(codes.any())
+    assert not bool(scales.any())
+    other.codes[0, 0] ^= 1
+    other.scale[0, 0] = 2.0**-129  # not an E8M0 value: never matches
+    codes, scales = code_and_scale_mismatches(other, q)
+    assert codes.tolist() == [[True], [False]]
+    assert scales.tolist() == [[True], [False]]
