@@ -18,6 +18,7 @@ MEMORY = "suites/test_memory.py"
 MOE = "suites/test_moe.py"
 TRACKER = "tests/test_memory_tracker.py"
 FLOAT32_INPUTS = "suites/test_float32_activations.py"
+SPECIAL_VALUES = "suites/test_special_values.py"
 
 # kind -> entry-point group it is registered in (None: planted by tests.canaries.mutants)
 GROUPS: dict[str, str | None] = {
@@ -71,6 +72,11 @@ def linear(
 
 def float32_inputs(schemes: tuple[str, ...]) -> Selection:
     return Selection(FLOAT32_INPUTS, " or ".join(f"{s}-{{name}}-" for s in schemes), schemes)
+
+
+def special_values(schemes: tuple[str, ...]) -> Selection:
+    """The NaN/inf family: ids are ``<scheme>-<path>-<kind>``."""
+    return Selection(SPECIAL_VALUES, " or ".join(f"{s}-{{name}}-" for s in schemes), schemes)
 
 
 def memory(schemes: tuple[str, ...]) -> Selection:
@@ -183,6 +189,7 @@ CANARIES: tuple[Canary, ...] = (
         "SpecialValuesFlushed",
         "special values (NaN/inf flushed)",
         linear(("fp8_per_tensor", "w_mxfp8_a_mxfp8")),
+        special_values(("fp8_per_tensor", "w_mxfp8_a_mxfp8")),
     ),
     _path(
         "canary_assumes_contiguous",
