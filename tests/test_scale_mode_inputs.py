@@ -1,5 +1,9 @@
 """Scale-mode variants (``<scheme>@<mode>``) are tested on the base scheme's inputs, so a
-difference between modes is the scale rounding's, not the data's."""
+difference between modes is the scale rounding's, not the data's.
+
+One row is the exception: `plant_corners` writes exact ties and subnormals into row 0 of the
+first tile as multiples of the scale *the variant's mode* picks (E8M0 ``ceil`` doubles it),
+so each mode's quantizer really sees ties. Every other element is the base scheme's."""
 
 from __future__ import annotations
 
@@ -20,8 +24,10 @@ def test_variant_inputs_are_the_base_schemes(base: str, variant: str) -> None:
     assert SCHEMES[variant].input_seed_name == base
     for shape in LINEAR_SHAPES:
         ours, theirs = linear_inputs(variant, shape), linear_inputs(base, shape)
-        for name in ("x", "w", "bias"):
-            assert torch.equal(ours[name], theirs[name]), (variant, shape, name)
+        assert torch.equal(ours["bias"], theirs["bias"]), (variant, shape, "bias")
+        for name in ("x", "w"):
+            # row 0 holds the planted corners (see the module docstring)
+            assert torch.equal(ours[name][1:], theirs[name][1:]), (variant, shape, name)
     assert torch.equal(moe_inputs(variant)["x"], moe_inputs(base)["x"])
 
 
