@@ -30,7 +30,11 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
     "torchao": ("integrations/torchao", ("suites/test_quantizers.py",), "torchao"),
     "vllm": (
         "integrations/vllm",
-        ("suites/test_quantizers.py", "suites/test_loading.py", "tests/test_vllm_loader_order.py"),
+        (
+            "suites/test_quantizers.py",
+            "suites/test_loading.py",
+            "tests/loading/test_vllm_loader_order.py",
+        ),
         "vllm",
     ),
     "quark": ("integrations/quark", ("suites/test_quantizers.py",), "quark"),

@@ -3,7 +3,7 @@ by integer arithmetic on float32 bits.
 
 The reference encoder goes through float64 and a search over each format's code table, which
 is easy to read and slow (a 4096x4096 tensor takes seconds). These functions give the same
-codes bit for bit (tests/test_fastcodec.py sweeps them against the reference) at a few passes
+codes bit for bit (tests/core/test_fastcodec.py sweeps them against the reference) at a few passes
 over memory each:
 
 - element encode: clamp the magnitude bits to the saturation bound, then round to nearest

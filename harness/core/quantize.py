@@ -10,7 +10,7 @@ and are stored in their own format (uint8 E8M0 codes) by `stored_scale`.
 `quantize` and `QuantizedTensor.dequantize` run the fast codecs of `harness.core.fastcodec`
 and divide or multiply by the scale grid through broadcasting; ``reference=True`` runs the
 readable reference codecs (`harness.core.formats`, `harness.core.scales`) on fully expanded
-scales instead. Both give the same bits (tests/test_fastcodec.py).
+scales instead. Both give the same bits (tests/core/test_fastcodec.py).
 """
 
 from __future__ import annotations

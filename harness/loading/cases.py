@@ -47,7 +47,7 @@ FLAVOURS: tuple[str, ...] = ("e4m3fn", "e4m3fnuz")  # platform FP8 flavours load
 CALIBRATION_MARGINS: tuple[float, ...] = (1.17, 1.09, 1.29, 1.11)
 # The calibration batch is the fed batch's seed-mate scaled by this power of two, so its
 # amax (and the static input scale) is well below what the fed batch needs (the fed
-# batch exceeds every merged static scale here: tests/test_loading_checkpoint.py).
+# batch exceeds every merged static scale here: tests/loading/test_loading_checkpoint.py).
 CALIBRATION_BATCH_GAIN = 0.25
 
 

@@ -201,7 +201,7 @@ QUARK_LOADER = Loader(
 BUILTIN_LOADERS: tuple[Loader, ...] = (FP8_LOADER, QUARK_LOADER)
 
 # Pairs of steps whose order does not change the result, and why (docs/LOADING.md has the
-# derivation). tests/test_loader_order.py swaps every pair of every loader: a pair listed
+# derivation). tests/loading/test_loader_order.py swaps every pair of every loader: a pair listed
 # here must give bit-identical layers, any other pair must make the invariant check fail.
 COMMUTING_STEPS: dict[frozenset[str], str] = {
     frozenset({"normalize_to_platform_fp8", "requantize_with_max_scale"}): (

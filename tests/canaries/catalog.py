@@ -16,7 +16,7 @@ LINEAR = "suites/test_linear.py"
 LOADING = "suites/test_loading.py"
 MEMORY = "suites/test_memory.py"
 MOE = "suites/test_moe.py"
-TRACKER = "tests/test_memory_tracker.py"
+TRACKER = "tests/memory/test_memory_tracker.py"
 FLOAT32_INPUTS = "suites/test_float32_activations.py"
 SPECIAL_VALUES = "suites/test_special_values.py"
 

@@ -1,7 +1,7 @@
 """Run every canary and its control through the suites; print who caught what.
 
 Plugins are registered the way another package would: a throwaway ``*.dist-info`` with an
-``entry_points.txt`` on PYTHONPATH of a pytest subprocess (as tests/test_external_path.py
+``entry_points.txt`` on PYTHONPATH of a pytest subprocess (as tests/paths/test_external_path.py
 does), so nothing is visible outside this run. Canaries whose test ids carry their name
 share a process (a few per process, two processes at a time); the others get their own.
 Exit status 1 when a canary survives (no selected test failed) or a control fails.

@@ -20,7 +20,7 @@ import pytest
 from harness.cli import build_parser, main
 from harness.errors import EXIT_OK
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 COMMAND = re.compile(r"python3? -m harness(?![.\w])(?P<args>[^`\n#]*)")
 FENCE = re.compile(r"```(?:bash|sh|console)\n(?P<body>.*?)```", re.S)

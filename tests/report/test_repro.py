@@ -15,7 +15,7 @@ from pathlib import Path
 
 from harness.store.repro import bundle_filename, read_bundle
 from tests.conftest import REPO_ROOT
-from tests.test_external_path import ONE, _install_fake_distribution
+from tests.paths.test_external_path import ONE, _install_fake_distribution
 
 NODEID = f"suites/test_linear.py::test_linear[fp8_per_tensor-vendor_nobias-{ONE}-bias-bf16]"
 

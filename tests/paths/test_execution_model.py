@@ -43,7 +43,7 @@ from harness.paths.native import (
 from harness.paths.registry import Registry
 from harness.platform.info import PlatformInfo, platform_key
 
-HARNESS = Path(__file__).resolve().parent.parent / "harness"
+HARNESS = Path(__file__).resolve().parents[2] / "harness"
 CPU = PlatformInfo("cpu", "x86_64", "test cpu", torch.__version__, None, None)
 H100 = PlatformInfo("cuda", "sm_90", "test gpu", torch.__version__, "12.8", None)
 PROBLEM = LinearProblem(m=4, n=64, k=64, bias=True, out_dtype=torch.bfloat16)
