@@ -201,3 +201,15 @@ def test_report_on_a_broken_results_file_is_exit_2_and_one_line(tmp_path: Path, 
         assert main(argv) == EXIT_USAGE
         err = capsys.readouterr().err
         assert_clear_error(err, str(path), "JSON object")
+
+
+def test_null_case_fields_are_valid(tmp_path: Path) -> None:
+    """Tests without a path (quantizer, loaders-agree) or a scheme (platform) record null
+    there; the reader must accept what the plugin writes."""
+    doc = json.loads(json.dumps(VALID))
+    doc["records"][0]["path"] = None
+    doc["records"][1]["scheme"] = None
+    doc["records"][1]["path"] = None
+    target = tmp_path / "results.json"
+    target.write_text(json.dumps(doc))
+    assert len(read_results(target)["records"]) == 3
