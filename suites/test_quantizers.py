@@ -21,6 +21,7 @@ from harness.core.quantize import QuantizedTensor, scale_from_stored
 from harness.core.schemes import SCHEMES, QuantSpec, get_scheme, mx_spec
 from harness.linear.cases import LINEAR_SHAPES, golden_entry, load_linear_case, shape_id
 from harness.quantizers import engine_of, get_quantizer, quantizers
+from harness.quantizers.base import shape_support
 from harness.quantizers.expect import code_and_scale_mismatches, expectation, expected_spec
 from harness.quantizers.mx_edge_cases import MX_ELEMENT_FORMATS, MX_MODES, edge_blocks
 from harness.quantizers.mx_edge_cases import golden_entry as edge_golden_entry
@@ -106,9 +107,9 @@ EDGE_CASES = [EdgeCase(q, f, m) for q in quantizers() for f in MX_ELEMENT_FORMAT
 
 def _run(quantizer: str, spec: QuantSpec, x: torch.Tensor, scale: torch.Tensor | None) -> Any:
     q = get_quantizer(quantizer)
-    support = q.supports(spec)
-    if not support.ok:
-        pytest.skip(support.reason)
+    for support in (q.supports(spec), shape_support(q, spec, tuple(x.shape))):
+        if not support.ok:
+            pytest.skip(support.reason)
     return q.quantize(x, spec, scale)
 
 

@@ -42,6 +42,14 @@ class Quantizer(Protocol):
         ...
 
 
+def shape_support(quantizer: object, spec: QuantSpec, shape: tuple[int, ...]) -> Support:
+    """Whether ``quantizer`` takes a tensor of ``shape`` under ``spec`` (optional
+    ``supports_shape``; default yes). Kernels that refuse partial blocks say so here, and
+    the suite skips those cases with their reason instead of failing on the refusal."""
+    method = getattr(quantizer, "supports_shape", None)
+    return Support.yes() if method is None else method(spec, tuple(shape))
+
+
 def engine_of(quantizer: object) -> str:
     """The engine and version a quantizer drives (optional ``engine`` attribute)."""
     return str(getattr(quantizer, "engine", "qharness"))

@@ -75,6 +75,16 @@ class ToMXQuantizer:
             return Support.no(f"torchao to_mx: no {spec.scale_rounding} scale mode")
         return Support.yes()
 
+    def supports_shape(self, spec: QuantSpec, shape: tuple[int, ...]) -> Support:
+        # to_mx asserts "the last dimension ... must be divisible by block_size": no partial
+        # MX block (a documented limit of the API, not a numeric finding)
+        if shape[-1] % MX_BLOCK:
+            return Support.no(
+                f"torchao to_mx: K={shape[-1]} is not a multiple of {MX_BLOCK} "
+                "(no partial MX blocks)"
+            )
+        return Support.yes()
+
     def quantize(
         self, x: torch.Tensor, spec: QuantSpec, scale: torch.Tensor | None = None
     ) -> QuantizedTensor:
