@@ -15,34 +15,18 @@ import torch
 import harness.core.quantize
 from harness.catalog import golden_builders
 from harness.core.fastcodec import e8m0_scale_fast
-from harness.core.formats import ElementFormat, Specials, decode, encode, get_format
+from harness.core.formats import decode, encode
 from harness.core.scales import SCALE_RULES
 from harness.store.golden import GoldenStore
+from tests.canaries.common import encode_ties_away
 
 ENTRIES = ("linear/w_mxfp4_a_mxfp4", "linear/fp8_per_channel", "mx_scales/e4m3fn")
 
 
-def _encode_ties_away(
-    x: torch.Tensor, fmt: ElementFormat | str, clamp_max: float | None = None
-) -> torch.Tensor:
-    """RNE everywhere except exact ties, which go away from zero (400 -> 416 in e4m3)."""
-    fmt = get_format(fmt) if isinstance(fmt, str) else fmt
-    codes = encode(x, fmt, clamp_max)
-    step_up = torch.where(codes == fmt.sign_bit, codes - fmt.sign_bit, codes) + 1
-    up = step_up.clamp(max=255).to(torch.uint8)
-    mag = decode(codes & (fmt.sign_bit - 1), fmt).double()
-    mag_up = decode(up & (fmt.sign_bit - 1), fmt).double()
-    a = x.double().abs()
-    tie_below = (a - mag) == (mag_up - a)  # x is halfway between its code and the next one
-    bound = fmt.max_finite if clamp_max is None else clamp_max
-    away = tie_below & (a > mag) & (mag_up <= bound) & torch.isfinite(mag_up)
-    if fmt.specials is Specials.FNUZ:
-        away = away & (codes != fmt.sign_bit)
-    return torch.where(away, codes + 1, codes).to(torch.uint8)
 
 
 def test_ties_away_differs_from_rne_on_the_known_case() -> None:
-    assert decode(_encode_ties_away(torch.tensor([400.0]), "e4m3fn"), "e4m3fn").item() == 416.0
+    assert decode(encode_ties_away(torch.tensor([400.0]), "e4m3fn"), "e4m3fn").item() == 416.0
     assert decode(encode(torch.tensor([400.0]), "e4m3fn"), "e4m3fn").item() == 384.0
 
 
@@ -62,8 +46,8 @@ def test_ties_away_rounding_is_caught(
     entry: str, golden_store: GoldenStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # both element codecs the quantizer may use (reference and fast) get the mutation
-    monkeypatch.setattr(harness.core.quantize, "encode", _encode_ties_away)
-    monkeypatch.setattr(harness.core.quantize, "encode_fast", _encode_ties_away)
+    monkeypatch.setattr(harness.core.quantize, "encode", encode_ties_away)
+    monkeypatch.setattr(harness.core.quantize, "encode_fast", encode_ties_away)
     problems = golden_store.check(only=entry)
     assert len(problems) == 1, problems
     assert "codes" in problems[0], problems
