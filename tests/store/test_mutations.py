@@ -23,8 +23,6 @@ from tests.canaries.common import encode_ties_away
 ENTRIES = ("linear/w_mxfp4_a_mxfp4", "linear/fp8_per_channel", "mx_scales/e4m3fn")
 
 
-
-
 def test_ties_away_differs_from_rne_on_the_known_case() -> None:
     assert decode(encode_ties_away(torch.tensor([400.0]), "e4m3fn"), "e4m3fn").item() == 416.0
     assert decode(encode(torch.tensor([400.0]), "e4m3fn"), "e4m3fn").item() == 384.0
