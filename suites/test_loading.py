@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import torch
 
+from harness.core.checks import accumulation_interval
 from harness.loading.cases import (
     LoadingParams,
     checkpoint_from_golden,
@@ -23,7 +24,6 @@ from harness.loading.cases import (
     reference_operands,
 )
 from harness.loading.checks import (
-    accumulation_interval,
     check_runtime_format,
     check_shards_match_checkpoint,
     loader_agreement_checks,

@@ -21,21 +21,19 @@ from dataclasses import dataclass
 
 import torch
 
+from harness.core import checks as core_checks
 from harness.core.checks import (
     CheckResult,
+    accumulation_interval,
     check_finite,
     check_within_bound,
     failed,
-    first_offender,
     not_applicable,
     passed,
 )
 from harness.core.compare import (
     cancellation_db,
-    dot_error_bound,
-    outside_interval,
     rounding_bound,
-    rounding_interval,
     sqnr_db,
 )
 from harness.core.quantize import quantize_activation
@@ -79,7 +77,7 @@ def expected_output(
     roundings: int,
 ) -> ExpectedOutput:
     """The golden reference, the derived bound and the rounding interval of one case."""
-    n, k = loaded.layer.weight.codes.shape[0], loaded.x.shape[1]
+    n = loaded.layer.weight.codes.shape[0]
     # Reference: golden float64 product of the dequantized operands, plus the bias; the
     # same product recomputed here in float64 is the center of the bit-exact interval.
     b = loaded.inputs["bias"].double() if bias else torch.zeros(n).double()
@@ -87,22 +85,16 @@ def expected_output(
     xq = quantize_activation(loaded.x, scheme, loaded.layer.input_scale)
     a = loaded.x.double() if xq is None else xq.dequantize(torch.float64)
     w = loaded.layer.weight.dequantize(torch.float64)
-    center = a @ w.t() + b
-    abs_product = a.abs() @ w.abs().t() + b.abs()
-    # Accumulation radius: each of the K terms passes through at most K + 3 float32
-    # roundings (two operand dequantizations or two scale multiplies, the product, K - 1
-    # additions, the bias): Higham gamma_{K+3}; plus gamma_K in float64 for `center`.
-    radius = dot_error_bound(abs_product, k + 2, torch.float32) + dot_error_bound(
-        abs_product, k, torch.float64
-    )
+    # The accumulation interval of the loaded operands (core.checks: Higham gamma_{K+3})
+    acc = accumulation_interval(a, w, b, out_dtype)
     # vs golden: the radius, the golden's float32 storage (u_f32 |y|), and the path's
     # roundings to the output dtype (u_out |y| each).
     bound = (
-        radius
+        acc.radius
         + rounding_bound(reference, torch.float32)
         + rounding_bound(reference, out_dtype, roundings=roundings)
     )
-    lo, hi = rounding_interval(center, radius, out_dtype)
+    lo, hi = acc.lo, acc.hi
     # Quantization quality: the unquantized float64 product; the exact sum's cancellation
     # (computed from the unquantized inputs) is added back before comparing with the floor.
     exact = loaded.x.double() @ loaded.inputs["w"].double().t() + b
@@ -123,45 +115,13 @@ def check_vs_golden(y: torch.Tensor, exp: ExpectedOutput, path: str) -> CheckRes
 
 
 def check_rounding_interval(y: torch.Tensor, exp: ExpectedOutput, path: str) -> CheckResult:
-    """Rounded once to nearest, the result lies between the rounded ends of the
-    accumulation interval; where both ends round alike, it is determined bit for bit."""
-    name = "rounding_interval"
-    if exp.roundings != 1:
-        return not_applicable(name, f"{path} rounds {exp.roundings} times to the output dtype")
-    outside = outside_interval(y, exp.lo, exp.hi)
-    metrics = {"determined_fraction": float(exp.determined.float().mean())}
-    if not bool(outside.any()):
-        return passed(name, **metrics)
-    return failed(
-        name,
-        f"{path}: {int(outside.sum())}/{y.numel()} outputs are not a rounding of any value "
-        f"within the accumulation bound ({int((outside & exp.determined).sum())} of them "
-        "where the correctly rounded result is unique)",
-        first_offender(outside, y, (exp.lo, exp.hi)),
-        **metrics,
-    )
+    return core_checks.check_rounding_interval(y, exp.lo, exp.hi, exp.roundings, path)
 
 
 def check_bits_vs_emulated(
     y: torch.Tensor, y_emulated: torch.Tensor | None, exp: ExpectedOutput, path: str
 ) -> CheckResult:
-    """Where the rounded result is unique, the path and `emulated` agree bit for bit."""
-    name = "bits_vs_emulated"
-    if y_emulated is None:
-        return not_applicable(name, f"{path} is the reference path")
-    if exp.roundings != 1:
-        return not_applicable(name, f"{path} rounds {exp.roundings} times to the output dtype")
-    differ = (y != y_emulated) & exp.determined
-    n = int(differ.sum())
-    metrics = {"bit_differences_vs_emulated": n}
-    if n == 0:
-        return passed(name, **metrics)
-    return failed(
-        name,
-        f"{path} and emulated differ in {n} outputs whose correctly rounded value is unique",
-        first_offender(differ, y, y_emulated),
-        **metrics,
-    )
+    return core_checks.check_bits_vs_emulated(y, y_emulated, exp.lo, exp.hi, exp.roundings, path)
 
 
 def check_vs_emulated(

@@ -22,19 +22,19 @@ from __future__ import annotations
 import torch
 
 from harness.core.checks import (
+    AccumulationInterval,
     CheckResult,
+    check_bits_vs_emulated,
     check_finite,
+    check_rounding_interval,
     check_within_bound,
     failed,
     first_offender,
-    not_applicable,
     passed,
 )
 from harness.core.compare import (
     dot_error_bound,
-    outside_interval,
     rounding_bound,
-    rounding_interval,
 )
 from harness.loading.checkpoint import LinearCheckpoint
 from harness.loading.invariants import (
@@ -142,66 +142,17 @@ def output_checks(
     ]
 
 
-def accumulation_interval(
-    a: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out_dtype: torch.dtype
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Output-dtype ends of the rounded float32 accumulation interval of a @ w^T + bias.
-
-    Center: the exact float64 product of the correctly loaded operands. Radius, as in the
-    linear suite: each term passes at most K + 3 float32 roundings (two operand
-    dequantizations, the product, K - 1 additions, the bias): Higham gamma_{K+3}, plus
-    gamma_K in float64 for the center itself.
-    """
-    k = a.shape[1]
-    b = torch.zeros(w.shape[0], dtype=torch.float64) if bias is None else bias.double()
-    center = a @ w.t() + b
-    abs_product = a.abs() @ w.abs().t() + b.abs()
-    radius = dot_error_bound(abs_product, k + 2, torch.float32) + dot_error_bound(
-        abs_product, k, torch.float64
-    )
-    return rounding_interval(center, radius, out_dtype)
-
-
 def rounding_checks(
     y: torch.Tensor,
     y_emulated: torch.Tensor | None,
-    interval: tuple[torch.Tensor, torch.Tensor],
+    interval: AccumulationInterval,
     roundings: int,
     path: str,
 ) -> list[CheckResult]:
-    """``rounding_interval`` and ``bits_vs_emulated`` (see the module docstring)."""
-    lo, hi = interval
-    determined = lo == hi
-    if roundings != 1:
-        why = f"{path} rounds {roundings} times to the output dtype"
-        return [not_applicable("rounding_interval", why), not_applicable("bits_vs_emulated", why)]
-    outside = outside_interval(y, lo, hi)
-    metrics = {"determined_fraction": float(determined.float().mean())}
-    results = [
-        failed(
-            "rounding_interval",
-            f"{path}: {int(outside.sum())}/{y.numel()} outputs are not a rounding of any value "
-            f"within the accumulation bound ({int((outside & determined).sum())} where the "
-            "correctly rounded result is unique)",
-            first_offender(outside, y, (lo, hi)),
-            **metrics,
-        )
-        if bool(outside.any())
-        else passed("rounding_interval", **metrics)
+    """``rounding_interval`` and ``bits_vs_emulated`` (see the module docstring), the
+    linear suite's checks on the loaded layer's accumulation interval."""
+    lo, hi = interval.lo, interval.hi
+    return [
+        check_rounding_interval(y, lo, hi, roundings, path),
+        check_bits_vs_emulated(y, y_emulated, lo, hi, roundings, path),
     ]
-    if y_emulated is None:
-        results.append(not_applicable("bits_vs_emulated", f"{path} is the reference path"))
-        return results
-    differ = (y != y_emulated) & determined
-    n = int(differ.sum())
-    results.append(
-        failed(
-            "bits_vs_emulated",
-            f"{path} and emulated differ in {n} outputs whose correctly rounded value is unique",
-            first_offender(differ, y, y_emulated),
-            bit_differences_vs_emulated=n,
-        )
-        if n
-        else passed("bits_vs_emulated", bit_differences_vs_emulated=0)
-    )
-    return results
