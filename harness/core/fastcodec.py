@@ -63,6 +63,8 @@ def _f32_bits(value: float) -> int:
 class _Encoder:
     """Constants of one (format, saturation bound) pair, all as float32 bit patterns."""
 
+    fmt: ElementFormat
+    bound: float
     bound_bits: int  # the saturation bound's bits: magnitudes are clamped to it first
     min_normal_bits: int  # below this the format is subnormal
     shift: int  # 23 - mant_bits: float32 mantissa bits the format drops
@@ -81,6 +83,8 @@ def _encoder(fmt: ElementFormat, bound: float) -> _Encoder:
     shift = _F32_MANT_BITS - fmt.mant_bits
     magic = 2.0 ** (emin - fmt.mant_bits + _F32_MANT_BITS)
     return _Encoder(
+        fmt=fmt,
+        bound=bound,
         bound_bits=_f32_bits(bound),
         min_normal_bits=_f32_bits(fmt.min_normal),
         shift=shift,

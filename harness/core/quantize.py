@@ -28,7 +28,6 @@ from harness.core.fastcodec import (
     divide_and_encode,
     e8m0_codes_of,
     e8m0_rule,
-    e8m0_scale_fast,
     encode_fast,
     encoder,
 )
@@ -181,7 +180,8 @@ def _scale_fast(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
             # scale, so tiles with a NaN take the eager reduction (rare, and small grids).
             amax = tiles.abs().amax(dim=(1, 3))
     if e8m0:
-        return e8m0_scale_fast(amax, spec.scale_rounding, spec.format)
+        rule = e8m0_rule(spec.scale_rounding, spec.format)
+        return e8m0_decode(e8m0_codes_of(amax.float().contiguous(), rule))
     return compute_scale(amax, spec)
 
 

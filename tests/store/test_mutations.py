@@ -14,7 +14,7 @@ import torch
 
 import harness.core.quantize
 from harness.catalog import golden_builders
-from harness.core.fastcodec import e8m0_scale_fast
+from harness.core.fastcodec import E8M0Rule, e8m0_rule
 from harness.core.formats import decode, encode
 from harness.core.scales import SCALE_RULES
 from harness.store.golden import GoldenStore
@@ -44,8 +44,13 @@ def test_ties_away_rounding_is_caught(
     entry: str, golden_store: GoldenStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # both element codecs the quantizer may use (reference and fast) get the mutation
+
+    def divide_and_encode_ties_away(x: torch.Tensor, scale: torch.Tensor, enc: Any) -> Any:
+        return encode_ties_away(x / scale, enc.fmt, enc.bound)
+
     monkeypatch.setattr(harness.core.quantize, "encode", encode_ties_away)
     monkeypatch.setattr(harness.core.quantize, "encode_fast", encode_ties_away)
+    monkeypatch.setattr(harness.core.quantize, "divide_and_encode", divide_and_encode_ties_away)
     problems = golden_store.check(only=entry)
     assert len(problems) == 1, problems
     assert "codes" in problems[0], problems
@@ -58,10 +63,10 @@ def test_wrong_scale_mode_is_caught(
     """A kernel stack using rceil where the scheme says floor (the OCP spec)."""
     monkeypatch.setitem(SCALE_RULES, "floor", SCALE_RULES["rceil"])
 
-    def rceil_for_floor(amax: torch.Tensor, mode: str, fmt: Any) -> torch.Tensor:
-        return e8m0_scale_fast(amax, "rceil" if mode == "floor" else mode, fmt)
+    def rceil_for_floor(mode: str, fmt: Any) -> E8M0Rule:
+        return e8m0_rule("rceil" if mode == "floor" else mode, fmt)
 
-    monkeypatch.setattr(harness.core.quantize, "e8m0_scale_fast", rceil_for_floor)
+    monkeypatch.setattr(harness.core.quantize, "e8m0_rule", rceil_for_floor)
     problems: list[Any] = golden_store.check(only=entry)
     assert len(problems) == 1, problems
     assert "scale" in problems[0], problems
