@@ -19,7 +19,7 @@ import torch
 
 from harness.core.quantize import QuantizedTensor, scale_from_stored
 from harness.core.schemes import SCHEMES, QuantSpec, get_scheme, mx_spec
-from harness.linear.cases import LINEAR_SHAPES, golden_entry, load_linear_case, shape_id
+from harness.linear.cases import LINEAR_SHAPES, golden_entry, golden_inputs, shape_id
 from harness.quantizers import engine_of, get_quantizer, quantizers
 from harness.quantizers.base import shape_support
 from harness.quantizers.expect import code_and_scale_mismatches, expectation, expected_spec
@@ -166,14 +166,13 @@ def test_quantizer_on_golden_tensors(
     except GoldenError as exc:
         pytest.fail(str(exc), pytrace=False)
     prefix = f"{shape_id(case.shape)}.{ROLES[case.role]}"
+    # goldens pin the float inputs by digest; golden_inputs regenerates and checks them
+    try:
+        w, x = golden_inputs(data, case.scheme, case.shape)
+    except GoldenError as exc:
+        pytest.fail(str(exc), pytrace=False)
     if case.role == "weight":
-        # goldens pin the float weight by digest; load_linear_case regenerates and checks it
-        try:
-            x = load_linear_case(data, case.scheme, case.shape, bias=False).inputs["w"]
-        except GoldenError as exc:
-            pytest.fail(str(exc), pytrace=False)
-    else:
-        x = data.tensors[prefix]
+        x = w
     golden = QuantizedTensor(
         data.tensors[f"{prefix}_codes"],
         scale_from_stored(data.tensors[f"{prefix}_scale"], spec),
