@@ -118,10 +118,12 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     config.pluginmanager.register(ActiveHooks(), "qharness-active")
     from harness.platform.devices import gpu_list_from_environment
+    from harness.platform.threads import share_cores_among_workers
 
     try:
         if hasattr(config, "workerinput"):
             pin_worker_gpu(os.environ)
+            share_cores_among_workers(os.environ)
         else:
             gpu_list_from_environment(os.environ)  # refused before any worker starts
     except EnvironmentValueError as exc:

@@ -113,3 +113,31 @@ def test_workers_are_pinned_before_tests_run(tmp_path: Path) -> None:
     assert status == 0, doc["records"]
     (record,) = doc["records"]
     assert record["metrics"] == {"gpu": "7", "hip": "7"}
+
+
+THREADS_TEST = """
+import torch
+
+
+def test_threads(record_result):
+    record_result(threads=torch.get_num_threads())
+"""
+
+
+def test_xdist_workers_share_the_cores_instead_of_multiplying_threads(tmp_path: Path) -> None:
+    from harness.platform.threads import THREAD_VARIABLES, usable_cores
+
+    clean = {name: "" for name in THREAD_VARIABLES}
+    status, doc = _run_in_other_repo(
+        tmp_path, THREADS_TEST, "-n", "2", "-p", "no:benchmark", env=clean
+    )
+    assert status == 0, doc["records"]
+    assert doc["records"][0]["metrics"] == {"threads": max(1, usable_cores() // 2)}
+    # An explicit thread count is the user's: the worker keeps what torch makes of it.
+    users = {**os.environ, "OMP_NUM_THREADS": "3"}
+    probe = [sys.executable, "-c", "import torch; print(torch.get_num_threads())"]
+    own = int(subprocess.run(probe, env=users, capture_output=True, text=True).stdout)
+    status, doc = _run_in_other_repo(
+        tmp_path, THREADS_TEST, "-n", "2", "-p", "no:benchmark", env={"OMP_NUM_THREADS": "3"}
+    )
+    assert doc["records"][0]["metrics"] == {"threads": own}
