@@ -233,7 +233,7 @@ def regenerated(entry: str, name: str, tensor: torch.Tensor, data: GoldenData) -
     stored = data.tensors.get(f"{name}_sha256")
     if stored is None:
         raise GoldenError(
-            f"golden {entry} has no {name}_sha256 (written before {name} was regenerated?); "
+            f"golden {entry} has no {name}_sha256 (written when it stored {name} itself?); "
             f"run: {refresh_command(entry)}"
         )
     if not torch.equal(tensor_digest(tensor), stored):
