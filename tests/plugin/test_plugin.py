@@ -141,3 +141,27 @@ def test_xdist_workers_share_the_cores_instead_of_multiplying_threads(tmp_path: 
         tmp_path, THREADS_TEST, "-n", "2", "-p", "no:benchmark", env={"OMP_NUM_THREADS": "3"}
     )
     assert doc["records"][0]["metrics"] == {"threads": own}
+
+
+MODULE_SKIP_TEST = """
+import pytest
+
+pytest.skip("this module needs an engine that is not installed", allow_module_level=True)
+
+
+def test_never_collected():
+    pass
+"""
+
+
+def test_module_level_skips_are_recorded_serially_and_under_xdist(tmp_path: Path) -> None:
+    (tmp_path / "test_runs.py").write_text("def test_runs(record_result):\n    pass\n")
+    for args in ((), ("-n", "2", "-p", "no:benchmark")):
+        status, doc = _run_in_other_repo(tmp_path, MODULE_SKIP_TEST, *args)
+        assert status == 0
+        records = {r["nodeid"]: r for r in doc["records"]}
+        assert set(records) == {"test_other.py", "test_runs.py::test_runs"}, args
+        skipped = records["test_other.py"]
+        assert skipped["outcome"] == "skipped"
+        assert skipped["reason"] == "this module needs an engine that is not installed"
+        assert doc["summary"]["outcomes"] == {"passed": 1, "skipped": 1}
