@@ -14,7 +14,13 @@ import pytest
 from harness.core.compare import bit_mismatches
 from harness.core.quantize import quantize, stored_scale
 from harness.core.schemes import mx_spec
-from harness.quantizers.mx_edge_cases import MX_ELEMENT_FORMATS, MX_MODES, edge_blocks, golden_entry
+from harness.quantizers.mx_edge_cases import (
+    MX_ELEMENT_FORMATS,
+    MX_MODES,
+    edge_blocks,
+    golden_blocks,
+    golden_entry,
+)
 from harness.store.golden import GoldenError
 
 
@@ -23,9 +29,9 @@ from harness.store.golden import GoldenError
 def test_mx_scale_edge_cases(fmt: str, mode: str, golden_store: Any, qh_platform: Any) -> None:
     try:
         data = golden_store.load(golden_entry(fmt))
+        blocks = golden_blocks(data, fmt)
     except GoldenError as exc:
         pytest.fail(str(exc), pytrace=False)
-    blocks = data.tensors["blocks"]
     spec = mx_spec(fmt, mode)
     q = quantize(blocks.to(qh_platform.torch_device), spec)
     scale_codes = stored_scale(q.scale, spec).flatten().cpu()

@@ -7,14 +7,12 @@ the golden's float64-derived reference and, for non-emulated paths, with the emu
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from harness.core.compare import bit_mismatches
 from harness.core.inputs import (
     bias_vector,
     calibration_batch,
@@ -32,7 +30,7 @@ from harness.core.quantize import (
 )
 from harness.core.schemes import SCHEMES, get_scheme
 from harness.paths import LinearProblem, linear_paths
-from harness.store.golden import GoldenData, GoldenError, refresh_command, register_each
+from harness.store.golden import GoldenData, regenerated, register_each, tensor_digest
 
 # M x N x K. M=1 is the decode case; 37 is not a multiple of 16. The first three have K a
 # multiple of 128 (whole blocks: one or two 128-blocks, four or eight MX blocks per row);
@@ -40,8 +38,8 @@ from harness.store.golden import GoldenData, GoldenError, refresh_command, regis
 # K multiples of 128). The last has partial blocks everywhere: K=176 is 5.5 MX blocks and
 # 1.375 128-blocks, N=144 is 1.125 128-row blocks (both dimensions with several blocks, the
 # last partial), still multiples of 16 for GPU scaled mm. Shapes stay small: every scheme
-# stores its activations, codes and reference in the golden store; the float weights are
-# regenerated from their seeds and pinned by a digest (`weight_digest`).
+# stores its codes, scales and reference in the golden store; the float activations and
+# weights are regenerated from their seeds and pinned by a digest (`bf16_digest`).
 LINEAR_SHAPES: tuple[tuple[int, int, int], ...] = (
     (37, 16, 128),
     (1, 16, 256),
@@ -171,11 +169,11 @@ def linear_inputs(scheme_name: str, shape: tuple[int, int, int]) -> dict[str, to
     }
 
 
-def weight_digest(w: torch.Tensor) -> torch.Tensor:
-    """sha256 of the weight's bf16 bytes, uint8 [32]: pins the regenerated float weight in
-    the golden without storing it (codes and scales, which are stored, are what paths use)."""
-    raw = w.detach().to("cpu", torch.bfloat16).contiguous().view(torch.uint8).numpy().tobytes()
-    return torch.frombuffer(bytearray(hashlib.sha256(raw).digest()), dtype=torch.uint8)
+def bf16_digest(t: torch.Tensor) -> torch.Tensor:
+    """sha256 of a seeded input's bf16 bytes, uint8 [32]: pins the regenerated float
+    activation or weight in the golden without storing it (the codes and scales, which are
+    stored, are what paths use)."""
+    return tensor_digest(t.detach().to("cpu", torch.bfloat16))
 
 
 def activation_view(x: torch.Tensor, layout: str) -> torch.Tensor:
@@ -199,9 +197,9 @@ def build_linear_golden(scheme_name: str) -> GoldenData:
             inputs["w"], inputs["bias"], scheme, calibration=inputs["calibration"]
         )
         xq = quantize_activation(inputs["x"], scheme, layer.input_scale)
-        data.exact[f"{key}.x"] = inputs["x"].to(torch.bfloat16)
+        data.exact[f"{key}.x_sha256"] = bf16_digest(inputs["x"])
         data.exact[f"{key}.bias"] = inputs["bias"].to(torch.bfloat16)
-        data.exact[f"{key}.w_sha256"] = weight_digest(inputs["w"])
+        data.exact[f"{key}.w_sha256"] = bf16_digest(inputs["w"])
         data.exact[f"{key}.w_codes"] = layer.weight.codes
         data.exact[f"{key}.w_scale"] = stored_scale(layer.weight.scale, scheme.weight)
         if layer.input_scale is not None and scheme.activation is not None:
@@ -231,6 +229,17 @@ class LoadedLinearCase:
     inputs: dict[str, torch.Tensor]
 
 
+def golden_inputs(
+    data: GoldenData, scheme_name: str, shape: tuple[int, int, int]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(w [N,K] float32, x [M,K] bfloat16) of one shape, regenerated from their seeds; a
+    GoldenError unless they hash to the golden's ``w_sha256`` and ``x_sha256``."""
+    inputs = linear_inputs(scheme_name, shape)
+    entry, key = golden_entry(scheme_name), shape_id(shape)
+    regenerated(entry, f"{key}.w", inputs["w"].to(torch.bfloat16), data)
+    return inputs["w"], regenerated(entry, f"{key}.x", inputs["x"].to(torch.bfloat16), data)
+
+
 def load_linear_case(
     data: GoldenData, scheme_name: str, shape: tuple[int, int, int], bias: bool
 ) -> LoadedLinearCase:
@@ -243,13 +252,7 @@ def load_linear_case(
     if f"{key}.input_scale" in t and scheme.activation is not None:
         input_scale = scale_from_stored(t[f"{key}.input_scale"], scheme.activation)
     layer = QuantizedLinear(scheme, weight, input_scale, t[f"{key}.bias"].float() if bias else None)
-    w = linear_inputs(scheme_name, shape)["w"]
-    if bit_mismatches(weight_digest(w), t[f"{key}.w_sha256"]):
-        raise GoldenError(
-            f"linear/{scheme_name} {key}: the regenerated float weight differs from the one the "
-            "golden was built from (torch RNG or harness.core.inputs changed?); if intended: "
-            + refresh_command(golden_entry(scheme_name))
-        )
-    x = activation_view(t[f"{key}.x"].float(), ACTIVATION_LAYOUTS[shape])
+    w, x = golden_inputs(data, scheme_name, shape)
+    x = activation_view(x.float(), ACTIVATION_LAYOUTS[shape])
     inputs = {"x": x, "w": w, "bias": t[f"{key}.bias"].float()}
     return LoadedLinearCase(layer, x, t[f"{key}.y_ref"], inputs)

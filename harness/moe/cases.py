@@ -5,7 +5,7 @@ One golden entry per scheme, ``moe/<scheme>``, holds everything the suite needs 
 weight codes and scales, static activation scales), the inputs (x, router logits), the
 routing (ids, weights; bit-exact), the intermediate's codes and scales, and float64-derived
 references for the intermediate before quantization and for the output, and a sha256 of
-each seeded float weight tensor (not the weights: they are regenerated). The output
+each seeded input (x, router logits, float weights), which are regenerated, not stored. The output
 reference is computed from the stored intermediate codes, so the one discontinuous step
 (quantizing the intermediate) is pinned in the golden and accounted for by the suite.
 
@@ -18,7 +18,6 @@ covered by the linear suite. The (8, 2) config uses the first 8 of the 16 expert
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +36,7 @@ from harness.moe.model import (
     route,
 )
 from harness.moe.paths import MoEProblem, moe_paths
-from harness.store.golden import GoldenData, register_each
+from harness.store.golden import GoldenData, regenerated, register_each, tensor_digest
 
 MOE_HIDDEN = 32
 MOE_INTERMEDIATE = 32
@@ -173,14 +172,23 @@ def _moe_inputs(scheme_name: str) -> dict[str, torch.Tensor]:
 
 
 # ------------------------------------------------------------------------- goldens
-SEEDED_WEIGHTS = ("w13", "w2")  # regenerated from the seeds, stored only as a digest
+SEEDED_WEIGHTS = ("w13", "w2")
+SEEDED_INPUTS = ("x", "logits", *SEEDED_WEIGHTS)  # regenerated from the seeds, stored as a digest
 
 
 def input_digest(t: torch.Tensor) -> torch.Tensor:
-    """sha256 of a tensor's bf16 bytes, uint8 [32]: pins the seeded float weights in the
-    golden without storing them, so a changed generator is told apart from a quantizer bug."""
-    raw = t.detach().to("cpu", torch.bfloat16).contiguous().view(torch.uint8).numpy().tobytes()
-    return torch.frombuffer(bytearray(hashlib.sha256(raw).digest()), dtype=torch.uint8)
+    """sha256 of a tensor's bf16 bytes, uint8 [32]: pins the seeded inputs in the golden
+    without storing them, so a changed generator is told apart from a quantizer bug."""
+    return tensor_digest(t.detach().to("cpu", torch.bfloat16))
+
+
+def golden_moe_inputs(data: GoldenData, scheme_name: str) -> dict[str, torch.Tensor]:
+    """`moe_inputs`, after checking each of `SEEDED_INPUTS` against the golden's digest
+    (a GoldenError naming the refresh command otherwise)."""
+    inputs = moe_inputs(scheme_name)
+    for name in SEEDED_INPUTS:
+        regenerated(golden_entry(scheme_name), name, inputs[name].to(torch.bfloat16), data)
+    return inputs
 
 
 def build_moe_golden(scheme_name: str) -> GoldenData:
@@ -188,9 +196,7 @@ def build_moe_golden(scheme_name: str) -> GoldenData:
     inputs = moe_inputs(scheme_name)
     x, logits = inputs["x"], inputs["logits"]
     data = GoldenData()
-    data.exact["x"] = x.to(torch.bfloat16)
-    data.exact["logits"] = logits.to(torch.bfloat16)
-    for name in SEEDED_WEIGHTS:
+    for name in SEEDED_INPUTS:
         data.exact[f"{name}_sha256"] = input_digest(inputs[name])
     for experts, top_k in EXPERT_CONFIGS:
         cfg = config_id(experts, top_k)
@@ -264,13 +270,14 @@ def load_moe_case(data: GoldenData, case: MoECase) -> LoadedMoECase:
     w13 = QuantizedExperts(t["w13_codes"][:e], t["w13_scale"][:e], scheme.weight)
     w2 = QuantizedExperts(t["w2_codes"][:e], t["w2_scale"][:e], scheme.weight)
     layer = MoELayer(scheme, w13, w2, t.get("a1_scale"), t.get(f"{cfg}.a2_scale"))
+    inputs = golden_moe_inputs(data, case.scheme)
     act_q = None
     if scheme.activation is not None:
         act_q = QuantizedTensor(t[f"{key}.act_codes"], t[f"{key}.act_scale"], scheme.activation)
     return LoadedMoECase(
         layer=layer,
-        x=t["x"][:n].float(),
-        logits=t["logits"][:n, :e].float(),
+        x=inputs["x"][:n].to(torch.bfloat16).float(),
+        logits=inputs["logits"][:n, :e].to(torch.bfloat16).float(),
         ids=t[f"{cfg}.ids"][:n].long(),
         weights=t[f"{cfg}.{renorm_id(case.renormalize)}.weights"][:n],
         act_ref=t[f"{key}.act_ref"],

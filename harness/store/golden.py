@@ -14,6 +14,14 @@ plan), so after a kill at any moment the store is wholly old or wholly new. Entr
 confined to the store (no absolute paths, '..' or hidden parts) before any file is touched,
 and golden files are byte-reproducible (sorted tensors, one metadata key). A normal test run
 never writes goldens.
+
+File format 2 (``MANIFEST.json`` says ``"format": 2`` and describes it under ``"encoding"``):
+the one metadata key, ``golden``, is JSON ``{"reference": [names], "packed": {name: {"bits",
+"shape"}}}``; a packed tensor is a uint8 tensor whose values fit in 4 or 6 bits, stored as a
+bit stream (`harness.store.packing`) and unpacked on load, so readers see the codes as built.
+Format-1 files (metadata key ``reference_keys``, nothing packed) still load; a refresh
+rewrites them in format 2. Seeded inputs a builder can regenerate may be stored as a sha256
+digest instead (`tensor_digest`), checked by the suite that regenerates them.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import fnmatch
 import functools
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -46,12 +55,29 @@ from harness.core.files import (
 )
 from harness.errors import EXIT_FAILED, EXIT_USAGE, QHarnessError, UnsafePathError
 from harness.store.locations import golden_root
+from harness.store.packing import PACKED_WIDTHS, pack_bits, packed_width, unpack_bits
 
 MANIFEST_NAME = "MANIFEST.json"
 JOURNAL_NAME = ".refresh-journal"
 PLAN_NAME = "PLAN.json"  # written last into the journal: its presence commits the refresh
-METADATA_KEY = "reference_keys"  # the only safetensors metadata key: one key, one byte order
-MANIFEST_FORMAT = 1
+METADATA_KEY = "golden"  # the only safetensors metadata key: one key, one byte order
+FORMAT_1_METADATA_KEY = "reference_keys"  # format 1: the reference names, nothing packed
+MANIFEST_FORMAT = 2
+READABLE_FORMATS: tuple[int, ...] = (1, 2)
+# How to decode a format-2 file, written into the manifest so a reader needs no other doc.
+MANIFEST_ENCODING: dict[str, Any] = {
+    "metadata_key": METADATA_KEY,
+    "reference": (
+        "metadata 'reference' lists the float64-derived reference tensors (float32, compared "
+        "within 1 float32 ULP); every other tensor is exact"
+    ),
+    "packed": (
+        "metadata 'packed' maps a tensor to {bits, shape}: that uint8 tensor is stored as a "
+        "little-endian bit stream, value i in bits [i*bits, (i+1)*bits) counted from bit 0 "
+        "of byte 0, last byte zero-padded; unpack to uint8 and reshape to shape"
+    ),
+    "packed_widths": list(PACKED_WIDTHS),
+}
 DEFAULT_ROOT = golden_root()  # the checkout's golden/, or the copy shipped in the wheel
 
 
@@ -123,22 +149,67 @@ def _serialize(data: GoldenData) -> bytes:
     overlap = set(data.exact) & set(data.reference)
     if overlap:
         raise ValueError(f"tensor names both exact and reference: {sorted(overlap)}")
-    tensors = {k: v.detach().cpu().contiguous().clone() for k, v in sorted(data.tensors.items())}
+    tensors: dict[str, torch.Tensor] = {}
+    packed: dict[str, dict[str, Any]] = {}
+    for name, t in sorted(data.tensors.items()):
+        t = t.detach().cpu().contiguous().clone()
+        bits = packed_width(t)
+        if bits is not None:
+            packed[name] = {"bits": bits, "shape": list(t.shape)}
+            t = pack_bits(t, bits)
+        tensors[name] = t
     # safetensors keeps metadata in a hash map whose order varies between processes; with a
     # single key the header, and so the file, is the same bytes in every process.
-    metadata = {METADATA_KEY: json.dumps(sorted(data.reference))}
+    layout = {"reference": sorted(data.reference), "packed": packed}
+    metadata = {METADATA_KEY: json.dumps(layout, sort_keys=True)}
     return bytes(st_save(tensors, metadata=metadata))
+
+
+def _file_layout(
+    metadata: dict[str, str],
+) -> tuple[set[str], dict[str, tuple[int, tuple[int, ...]]]]:
+    """(reference names, packed name -> (bits, shape)) from a golden file's metadata, format
+    2 or 1; ValueError naming what is wrong."""
+    if METADATA_KEY in metadata:
+        layout = json.loads(metadata[METADATA_KEY])
+        if not isinstance(layout, dict):
+            raise ValueError(f"metadata {METADATA_KEY!r} is not an object")
+        reference, packed_raw = layout.get("reference"), layout.get("packed")
+    elif FORMAT_1_METADATA_KEY in metadata:
+        reference, packed_raw = json.loads(metadata[FORMAT_1_METADATA_KEY]), {}
+    else:
+        raise ValueError(f"no {METADATA_KEY!r} (or format-1 {FORMAT_1_METADATA_KEY!r}) metadata")
+    if not isinstance(reference, list) or not isinstance(packed_raw, dict):
+        raise ValueError(
+            f"metadata {METADATA_KEY!r}: 'reference' must be a list, 'packed' an object"
+        )
+    packed: dict[str, tuple[int, tuple[int, ...]]] = {}
+    for name, spec in packed_raw.items():
+        bits = spec.get("bits") if isinstance(spec, dict) else None
+        shape = spec.get("shape") if isinstance(spec, dict) else None
+        if (
+            bits not in PACKED_WIDTHS
+            or not isinstance(shape, list)
+            or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
+        ):
+            raise ValueError(
+                f"packed[{name!r}] must be {{bits: one of {list(PACKED_WIDTHS)}, shape: [sizes]}}, "
+                f"got {spec!r}"
+            )
+        packed[str(name)] = (int(bits), tuple(shape))
+    return {str(k) for k in reference}, packed
 
 
 def _deserialize(path: Path) -> GoldenData:
     try:
         check_regular_file(path, "golden file")
         with safe_open(str(path), framework="pt") as f:
-            reference_keys = json.loads((f.metadata() or {})[METADATA_KEY])
-            if not isinstance(reference_keys, list):
-                raise ValueError(f"metadata {METADATA_KEY!r} is not a list")
-            reference_keys = {str(k) for k in reference_keys}
+            reference_keys, packed = _file_layout(f.metadata() or {})
             tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - not a dict
+        for name, (bits, shape) in packed.items():
+            if math.prod(shape) > 8 * tensors[name].numel():  # before allocating anything
+                raise ValueError(f"packed[{name!r}] shape {list(shape)} exceeds its bytes")
+            tensors[name] = unpack_bits(tensors[name], bits, shape)
     except (SafetensorError, OSError, ValueError, KeyError, RecursionError) as exc:
         raise GoldenError(f"{path} is not a readable golden file ({exc})") from exc
     except UnreadableFileError as exc:
@@ -147,6 +218,31 @@ def _deserialize(path: Path) -> GoldenData:
         exact={k: v for k, v in tensors.items() if k not in reference_keys},
         reference={k: v for k, v in tensors.items() if k in reference_keys},
     )
+
+
+def tensor_digest(t: torch.Tensor) -> torch.Tensor:
+    """sha256 of a tensor's raw bytes in its own dtype (NaN payloads and subnormals
+    included), uint8 [32]: stored in place of a seeded input the builder can regenerate."""
+    raw = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+    return torch.frombuffer(bytearray(hashlib.sha256(raw).digest()), dtype=torch.uint8)
+
+
+def regenerated(entry: str, name: str, tensor: torch.Tensor, data: GoldenData) -> torch.Tensor:
+    """``tensor``, regenerated from its seed, after checking it against the digest the
+    golden stores as ``<name>_sha256``; a GoldenError (never a quiet mismatch) otherwise."""
+    stored = data.tensors.get(f"{name}_sha256")
+    if stored is None:
+        raise GoldenError(
+            f"golden {entry} has no {name}_sha256 (written when it stored {name} itself?); "
+            f"run: {refresh_command(entry)}"
+        )
+    if not torch.equal(tensor_digest(tensor), stored):
+        raise GoldenError(
+            f"golden {entry}: the regenerated {name} differs from the one the golden was built "
+            "from (its generator or torch changed?); if intended, review and run: "
+            f"{refresh_command(entry)}"
+        )
+    return tensor
 
 
 def _sha256(raw: bytes) -> str:
@@ -273,7 +369,7 @@ class GoldenStore:
     def _read_manifest(self) -> dict[str, Any]:
         path = self.manifest_path
         if not path.exists() and not path.is_symlink():
-            return {"format": MANIFEST_FORMAT, "entries": {}}
+            return {"format": MANIFEST_FORMAT, "encoding": MANIFEST_ENCODING, "entries": {}}
         fix = (
             "restore it from git (`git checkout -- golden/MANIFEST.json`), or delete it and run "
             "`python -m harness golden refresh`"
@@ -344,8 +440,16 @@ class GoldenStore:
                 for line in change.details:
                     log(f"    {line}")
             removed = [c.entry for c in changes if c.status == "removed"]
-            if staged or removed:
-                self._commit(staged, removed, {"format": MANIFEST_FORMAT, "entries": entries})
+            manifest = {
+                "format": MANIFEST_FORMAT,
+                "encoding": MANIFEST_ENCODING,
+                "entries": entries,
+            }
+            outdated = {k: v for k, v in self._read_manifest().items() if k != "entries"} != {
+                k: v for k, v in manifest.items() if k != "entries"
+            }
+            if staged or removed or outdated:
+                self._commit(staged, removed, manifest)
         self._cache.clear()
         return changes
 
@@ -574,6 +678,12 @@ def _manifest_problem(data: Any) -> str | None:
     """What is structurally wrong with a parsed manifest (naming the field), or None."""
     if not isinstance(data, dict):
         return f"the manifest must be a JSON object, got {type(data).__name__}"
+    version = data.get("format", 1)
+    if version not in READABLE_FORMATS or isinstance(version, bool):
+        return (
+            f"field 'format' is {version!r}; this qharness reads formats "
+            f"{', '.join(map(str, READABLE_FORMATS))} (a newer qharness wrote it? upgrade)"
+        )
     entries = data.get("entries")
     if not isinstance(entries, dict):
         return "field 'entries' must be an object of entry name -> record"
