@@ -17,7 +17,7 @@ path's output on the same operands) and returns one `CheckResult` per check, in 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -36,7 +36,8 @@ from harness.core.compare import (
     rounding_bound,
     sqnr_db,
 )
-from harness.core.quantize import quantize_activation
+from harness.core.conventions import with_conventions
+from harness.core.quantize import QuantizedLinear, quantize_activation
 from harness.core.schemes import Scheme
 from harness.linear.cases import LoadedLinearCase
 
@@ -69,22 +70,48 @@ class ExpectedOutput:
         return self.lo == self.hi
 
 
+def with_activation_conventions(scheme: Scheme, conventions: frozenset[str]) -> Scheme:
+    """``scheme`` whose activation spec carries those of ``conventions`` that apply to it."""
+    if scheme.activation is None or not conventions:
+        return scheme
+    return replace(scheme, activation=with_conventions(scheme.activation, conventions))
+
+
+def layer_under_conventions(layer: QuantizedLinear, conventions: frozenset[str]) -> QuantizedLinear:
+    """The same loaded layer, its activations quantized under ``conventions`` (what
+    `emulated` runs when compared with a path that declares them)."""
+    scheme = with_activation_conventions(layer.scheme, conventions)
+    return layer if scheme is layer.scheme else replace(layer, scheme=scheme)
+
+
+def _activation(loaded: LoadedLinearCase, scheme: Scheme) -> torch.Tensor:
+    xq = quantize_activation(loaded.x, scheme, loaded.layer.input_scale)
+    return loaded.x.double() if xq is None else xq.dequantize(torch.float64)
+
+
 def expected_output(
     loaded: LoadedLinearCase,
     scheme: Scheme,
     bias: bool,
     out_dtype: torch.dtype,
     roundings: int,
+    conventions: frozenset[str] = frozenset(),
 ) -> ExpectedOutput:
-    """The golden reference, the derived bound and the rounding interval of one case."""
+    """The golden reference, the derived bound and the rounding interval of one case.
+
+    A path that declares engine ``conventions`` for its activation quantizer is held to the
+    activation the reference quantizer computes under them: the golden product plus the
+    exact float64 effect of the activation values that differ (zero where none do).
+    """
     n = loaded.layer.weight.codes.shape[0]
     # Reference: golden float64 product of the dequantized operands, plus the bias; the
     # same product recomputed here in float64 is the center of the bit-exact interval.
     b = loaded.inputs["bias"].double() if bias else torch.zeros(n).double()
-    reference = loaded.y_ref.double() + b
-    xq = quantize_activation(loaded.x, scheme, loaded.layer.input_scale)
-    a = loaded.x.double() if xq is None else xq.dequantize(torch.float64)
     w = loaded.layer.weight.dequantize(torch.float64)
+    a = _activation(loaded, with_activation_conventions(scheme, conventions))
+    reference = loaded.y_ref.double() + b
+    if conventions:
+        reference = reference + (a - _activation(loaded, scheme)) @ w.t()
     # The accumulation interval of the loaded operands (core.checks: Higham gamma_{K+3})
     acc = accumulation_interval(a, w, b, out_dtype)
     # vs golden: the radius, the golden's float32 storage (u_f32 |y|), and the path's

@@ -8,7 +8,8 @@ One vocabulary for both:
   accumulation dtype, epilogue roundings, roundings to the output dtype); the suites
   derive their error bounds from this declaration and nothing else.
 - `PathBase` (and `LinearPathBase`): the defaults every built-in path inherits:
-  ``is_reference``, ``uses_capabilities``, ``kernel_name`` and, for linear paths, the
+  ``is_reference``, ``uses_capabilities``, ``kernel_name``, ``conventions`` and, for
+  linear paths, the
   numerics of a path that rounds once.
 - `LinearPath`: the runtime protocol a linear path satisfies (``name``, ``supports``,
   ``forward``); MoE's is `harness.moe.paths.base.MoEPath`.
@@ -19,8 +20,9 @@ One vocabulary for both:
 
 Plugins from entry points need not inherit `PathBase`: an object with ``name``,
 ``supports`` and ``forward`` is a valid linear path. The helpers at the end of this
-module (`is_reference`, `uses_capabilities`, `kernel_name`, `linear_numerics`) read the
-optional members with `PathBase`'s defaults; they are the one place that does.
+module (`is_reference`, `path_conventions`, `uses_capabilities`, `kernel_name`,
+`linear_numerics`) read the optional members with `PathBase`'s defaults; they are the one
+place that does.
 """
 
 from __future__ import annotations
@@ -120,6 +122,7 @@ class PathBase:
 
     name: str
     is_reference: bool = False  # True: the model every other path is compared with
+    conventions: frozenset[str] = frozenset()  # engine conventions of its activation quantizer
 
     @property
     def uses_capabilities(self) -> frozenset[str]:
@@ -230,6 +233,13 @@ def is_reference(path: object) -> bool:
     own = getattr(path, "__dict__", {})
     declared = own.get("is_reference", type(path).__dict__.get("is_reference", False))
     return bool(declared)
+
+
+def path_conventions(path: object) -> frozenset[str]:
+    """Engine conventions (harness.core.conventions) the path quantizes activations with
+    (default none): the suites then expect the activation the reference quantizer computes
+    under them, as they do for a quantizer that declares them."""
+    return frozenset(getattr(path, "conventions", frozenset()))
 
 
 def uses_capabilities(path: object) -> frozenset[str]:
