@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from fnmatch import fnmatch
 from typing import Any
 
 import pytest
@@ -19,10 +18,16 @@ from harness.linear.cases import (
     load_linear_case,
     quantize_cases,
 )
-from harness.linear.checks import expected_output, layer_under_conventions, linear_checks
+from harness.linear.checks import expected_output, linear_checks
 from harness.linear.repro import linear_bundle_tensors
 from harness.paths import get_path
-from harness.paths.base import is_reference, output_roundings, path_conventions
+from harness.paths.base import (
+    is_reference,
+    known_finding,
+    layer_under_conventions,
+    output_roundings,
+    path_conventions,
+)
 from harness.store.golden import GoldenError
 
 
@@ -55,13 +60,6 @@ def test_quantize_matches_golden(
         assert bit_mismatches(stored, data.tensors[f"{key}.x_scale"]) == 0, "activation scales"
 
 
-def _known_finding(path: Any, case_id: str) -> str | None:
-    """The path's write-up of an engine finding this case reproduces (``known_findings``:
-    case-id pattern -> text, as quantizer adapters declare them), if any."""
-    findings: dict[str, str] = getattr(path, "known_findings", {})
-    return next((text for pattern, text in findings.items() if fnmatch(case_id, pattern)), None)
-
-
 def _xfail_known(finding: str, detail: str, record_result: Any) -> None:
     # A documented engine finding (docs/ENGINE-FINDINGS.md) that this case reproduces: xfail,
     # so it is counted and reported; a case that does not reproduce it runs every check.
@@ -77,7 +75,7 @@ def _run(
     try:
         y = path.forward(layer, x, dtype)
     except Exception as exc:
-        finding = _known_finding(path, case.id)
+        finding = known_finding(path, case.id)
         if finding is not None:
             _xfail_known(finding, f"{type(exc).__name__}: {exc}", record_result)
         pytest.fail(
@@ -118,6 +116,8 @@ def test_linear(
         y = _run(case, layer, x, case.path, record_result)
     y = y.cpu()
     conventions = path_conventions(path)  # the path's activation quantizer's, if any
+    if conventions:
+        record_result(conventions=sorted(conventions))
     y_emulated = None
     if not is_reference(path):  # same quantized operands through the emulated path
         same = layer_under_conventions(layer, conventions)
@@ -126,7 +126,7 @@ def test_linear(
     expected = expected_output(loaded, scheme, case.bias, out_dtype, roundings, conventions)
     repro_case("linear", **linear_bundle_tensors(loaded.layer, loaded.x, y, expected))
     results = linear_checks(y, y_emulated, expected, case.path)
-    finding = _known_finding(path, case.id)
+    finding = known_finding(path, case.id)
     if finding is not None and any(r.failed for r in results):
         record_result(checks=verdicts(results))
         _xfail_known(finding, "; ".join(r.name for r in results if r.failed), record_result)

@@ -17,7 +17,7 @@ path's output on the same operands) and returns one `CheckResult` per check, in 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 
@@ -36,10 +36,10 @@ from harness.core.compare import (
     rounding_bound,
     sqnr_db,
 )
-from harness.core.conventions import with_conventions
-from harness.core.quantize import QuantizedLinear, quantize_activation
+from harness.core.quantize import quantize_activation
 from harness.core.schemes import Scheme
 from harness.linear.cases import LoadedLinearCase
+from harness.paths.base import with_activation_conventions
 
 LINEAR_CHECKS = (
     "finite",
@@ -68,20 +68,6 @@ class ExpectedOutput:
     def determined(self) -> torch.Tensor:
         """Outputs whose correctly rounded value is unique (bit-exact comparisons)."""
         return self.lo == self.hi
-
-
-def with_activation_conventions(scheme: Scheme, conventions: frozenset[str]) -> Scheme:
-    """``scheme`` whose activation spec carries those of ``conventions`` that apply to it."""
-    if scheme.activation is None or not conventions:
-        return scheme
-    return replace(scheme, activation=with_conventions(scheme.activation, conventions))
-
-
-def layer_under_conventions(layer: QuantizedLinear, conventions: frozenset[str]) -> QuantizedLinear:
-    """The same loaded layer, its activations quantized under ``conventions`` (what
-    `emulated` runs when compared with a path that declares them)."""
-    scheme = with_activation_conventions(layer.scheme, conventions)
-    return layer if scheme is layer.scheme else replace(layer, scheme=scheme)
 
 
 def _activation(loaded: LoadedLinearCase, scheme: Scheme) -> torch.Tensor:

@@ -27,11 +27,13 @@ place that does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from fnmatch import fnmatch
 from typing import Protocol, runtime_checkable
 
 import torch
 
+from harness.core.conventions import with_conventions
 from harness.core.quantize import QuantizedLinear
 from harness.core.schemes import Scheme
 from harness.core.spec import Block, QuantSpec, granularity
@@ -240,6 +242,28 @@ def path_conventions(path: object) -> frozenset[str]:
     (default none): the suites then expect the activation the reference quantizer computes
     under them, as they do for a quantizer that declares them."""
     return frozenset(getattr(path, "conventions", frozenset()))
+
+
+def with_activation_conventions(scheme: Scheme, conventions: frozenset[str]) -> Scheme:
+    """``scheme`` whose activation spec carries those of ``conventions`` that apply to it."""
+    if scheme.activation is None or not conventions:
+        return scheme
+    return replace(scheme, activation=with_conventions(scheme.activation, conventions))
+
+
+def layer_under_conventions(layer: QuantizedLinear, conventions: frozenset[str]) -> QuantizedLinear:
+    """The same loaded layer, its activations quantized under ``conventions`` (what
+    `emulated` runs when compared with a path that declares them)."""
+    scheme = with_activation_conventions(layer.scheme, conventions)
+    return layer if scheme is layer.scheme else replace(layer, scheme=scheme)
+
+
+def known_finding(path: object, case_id: str) -> str | None:
+    """The path's write-up of an engine finding this case reproduces (``known_findings``:
+    case-id pattern -> text, as quantizer adapters declare them), if any; the suites then
+    record the case as xfail with that text when it fails."""
+    findings: dict[str, str] = dict(getattr(path, "known_findings", {}))
+    return next((text for pattern, text in findings.items() if fnmatch(case_id, pattern)), None)
 
 
 def uses_capabilities(path: object) -> frozenset[str]:

@@ -14,9 +14,9 @@ import torch
 from harness.core.quantize import quantize_activation, quantize_linear
 from harness.core.schemes import get_scheme
 from harness.linear.cases import LoadedLinearCase
-from harness.linear.checks import expected_output, layer_under_conventions, linear_checks
+from harness.linear.checks import expected_output, linear_checks
 from harness.paths import get_path
-from harness.paths.base import path_conventions
+from harness.paths.base import layer_under_conventions, path_conventions
 
 FLOOR = frozenset({"min_scale_1_over_512max"})
 OUT = torch.bfloat16
