@@ -245,6 +245,31 @@ def _selection(pytest_args: list[str]) -> list[str]:
     return []
 
 
+def _check_keyword_expression(pytest_args: list[str]) -> None:
+    """Refuse a ``-k`` pytest cannot parse before any run directory exists: serially pytest
+    stops with a usage error, but under xdist every worker crashes on it (INTERNALERROR).
+    Scheme variants carry an ``@`` that the -k grammar has no place for."""
+    selection = _selection(pytest_args)
+    if not selection:
+        return
+    try:
+        from _pytest.mark import expression
+    except ImportError:  # a pytest without this module: pytest itself will judge
+        return
+    # pytest 9 raises SyntaxError; older ones their own ParseError
+    errors = (SyntaxError, getattr(expression, "ParseError", SyntaxError))
+    try:
+        expression.Expression.compile(selection[1])
+    except errors as exc:
+        hint = ""
+        if "@" in selection[1]:
+            hint = (
+                "; -k cannot hold '@': select a scheme variant such as "
+                "w_mxfp4_a_mxfp4@ceil with -k 'w_mxfp4_a_mxfp4 and ceil'"
+            )
+        raise UsageError(f"-k {selection[1]!r}: {exc}{hint}") from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from harness.platform.info import detect
     from harness.report.rundir import LATEST_JSON, create_run_dir, new_run_id, update_latest
@@ -263,6 +288,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {args.out}: `run` keeps {out} itself; name another file")
     if out is not None and out.is_dir():
         raise UsageError(f"--out {args.out} is a directory; give a file name")
+    _check_keyword_expression(_pytest_args(args))
     run = create_run_dir(reports, new_run_id(detect().to_json()))
     root = content_root()
     cmd = [

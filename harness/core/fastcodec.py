@@ -37,8 +37,17 @@ from harness.core.formats import (
     encode,
     get_format,
 )
+from harness.core.fused import large_cpu_compiled
 
-__all__ = ["decode_fast", "e8m0_codes_fast", "encode_fast", "pack_fp4_fast"]
+__all__ = [
+    "decode_fast",
+    "divide_and_encode",
+    "e8m0_codes_fast",
+    "encode_fast",
+    "encode_scaled",
+    "encoder",
+    "pack_fp4_fast",
+]
 
 _F32_MANT_BITS = 23
 _F32_ABS_MASK = 0x7FFFFFFF
@@ -61,6 +70,7 @@ class _Encoder:
     magic: float  # 2^(emin - m + 23): its float32 ULP is the format's smallest subnormal
     magic_bits: int
     sign_bit: int
+    bits: int  # the format's width: the sign is bit (bits - 1)
     specials: Specials
     nan_code: int | None
 
@@ -78,6 +88,7 @@ def _encoder(fmt: ElementFormat, bound: float) -> _Encoder:
         magic=magic,
         magic_bits=_f32_bits(magic),
         sign_bit=fmt.sign_bit,
+        bits=fmt.bits,
         specials=fmt.specials,
         nan_code=fmt.nan_code,
     )
@@ -105,46 +116,57 @@ def encode_fast(
     bound = _bound(fmt, clamp_max)
     if x.dtype not in _WIDENED_EXACTLY:
         return encode(x, fmt, clamp_max)  # float64 and integer inputs: the reference decides
-    enc = _encoder(fmt, bound)
-    bits = x.detach().float().contiguous().view(torch.int32)
+    return _encode_fused(x.detach().float().contiguous(), _encoder(fmt, bound))
 
+
+def encoder(fmt: ElementFormat | str, clamp_max: float | None = None) -> _Encoder:
+    """The validated constants `encode_scaled` needs for ``fmt`` and its saturation bound."""
+    fmt = get_format(fmt) if isinstance(fmt, str) else fmt
+    return _encoder(fmt, _bound(fmt, clamp_max))
+
+
+def encode_scaled(x: torch.Tensor, enc: _Encoder) -> torch.Tensor:
+    """The element encode on float32 ``x``, in plain tensor operations only (no Python
+    branches on data, no in-place updates), so that `torch.compile` can fuse it into one
+    loop (harness.core.fused) and eager mode runs the very same arithmetic."""
+    bits = x.view(torch.int32)
     mag = bits & _F32_ABS_MASK
     nan = mag > _F32_INF_BITS
-    mag.clamp_(max=enc.bound_bits)  # saturate (Inf and NaN too; NaN is patched below)
+    mag = mag.clamp(max=enc.bound_bits)  # saturate (Inf and NaN too; NaN is patched below)
     # Subnormal range: float32 addition rounds |x| to a multiple of the smallest subnormal.
     # Above it this count is never below the normal-range code (the float32 grid there is at
     # least as fine as the format's), so the smaller of the two codes is the right one.
-    sub = (mag.view(torch.float32) + enc.magic).view(torch.int32)
-    sub -= enc.magic_bits
+    sub = (mag.view(torch.float32) + enc.magic).view(torch.int32) - enc.magic_bits
     # Normal range: round to nearest even at bit `shift`, rebias the exponent, shift down.
     # Magnitudes below the smallest normal are lifted to it, so they give its code, 2^m,
     # which is never below their subnormal code.
-    mag.clamp_(min=enc.min_normal_bits)
-    lsb = mag >> enc.shift
-    lsb &= 1
-    lsb += enc.round_offset
-    mag += lsb
-    del lsb
-    mag >>= enc.shift
-    mag.clamp_(max=sub)
-    del sub
-    code = mag.to(torch.uint8)
-    del mag
+    mag = mag.clamp(min=enc.min_normal_bits)
+    mag = (mag + (((mag >> enc.shift) & 1) + enc.round_offset)) >> enc.shift
+    code = torch.minimum(mag, sub)
 
     negative = bits < 0  # the float32 sign bit, NaN included
     if enc.specials is Specials.FNUZ:
-        negative &= code != 0  # no -0 in fnuz: 0x80 is its NaN
-    sign = negative.view(torch.uint8)
-    sign <<= fmt.bits - 1
+        negative = negative & (code != 0)  # no -0 in fnuz: 0x80 is its NaN
+    code = code | (negative.to(torch.int32) << (enc.bits - 1))
     if enc.specials in (Specials.FN, Specials.IEEE):
         assert enc.nan_code is not None
-        code.masked_fill_(nan, enc.nan_code)  # NaN keeps its sign
-        code |= sign
+        nan_code = (bits < 0).to(torch.int32) << (enc.bits - 1) | enc.nan_code  # keeps its sign
     else:
-        code |= sign
         # No NaN code: the negative-zero code (the MX block scale carries the NaN); FNUZ: 0x80.
-        code.masked_fill_(nan, enc.sign_bit if enc.nan_code is None else enc.nan_code)
-    return code
+        return torch.where(nan, enc.sign_bit if enc.nan_code is None else enc.nan_code, code).to(
+            torch.uint8
+        )
+    return torch.where(nan, nan_code, code).to(torch.uint8)
+
+
+_encode_fused = large_cpu_compiled(encode_scaled)
+
+
+@large_cpu_compiled
+def divide_and_encode(x: torch.Tensor, scale: torch.Tensor, enc: _Encoder) -> torch.Tensor:
+    """Codes of float32 ``x / scale`` (IEEE division, broadcasting): quantize's element
+    step, one fused pass on large CPU tensors (harness.core.fused)."""
+    return encode_scaled(x / scale, enc)
 
 
 @functools.cache
@@ -163,6 +185,33 @@ def decode_fast(codes: torch.Tensor, fmt: ElementFormat | str) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------------- E8M0
+E8M0_RULE_MODES = ("floor", "ceil", "rceil", "even")
+
+
+@dataclass(frozen=True)
+class E8M0Rule:
+    """One E8M0 scale mode for one element format, as plain integers (compile constants)."""
+
+    mode: str
+    emax: int  # the element format's largest exponent
+    max_mant: int  # float32 mantissa field of its max value (rceil)
+    half_ulp: int  # half an ULP at its mantissa width, in float32 bits (even)
+
+
+@functools.cache
+def e8m0_rule(mode: str, fmt: ElementFormat | str) -> E8M0Rule:
+    """`E8M0Rule` of ``mode`` for ``fmt``; KeyError for an unknown mode."""
+    if mode not in E8M0_RULE_MODES:
+        raise KeyError(f"unknown E8M0 scale mode {mode!r}")
+    fmt = get_format(fmt) if isinstance(fmt, str) else fmt
+    return E8M0Rule(
+        mode=mode,
+        emax=fmt.emax,
+        max_mant=_f32_bits(fmt.max_finite) & ((1 << _F32_MANT_BITS) - 1),
+        half_ulp=1 << (_F32_MANT_BITS - fmt.mant_bits - 1),
+    )
+
+
 def e8m0_codes_fast(amax: torch.Tensor, mode: str, fmt: ElementFormat | str) -> torch.Tensor:
     """E8M0 scale codes for blocks whose absolute maxima are ``amax``, for one scale mode.
 
@@ -170,32 +219,30 @@ def e8m0_codes_fast(amax: torch.Tensor, mode: str, fmt: ElementFormat | str) -> 
     float32 exponent and mantissa fields of amax; clamp to [0, 0xFE]; zero or subnormal amax
     gives code 0; NaN or Inf gives 0xFF.
     """
-    fmt = get_format(fmt) if isinstance(fmt, str) else fmt
-    bits = amax.float().contiguous().view(torch.int32) & _F32_ABS_MASK
+    return e8m0_codes_of(amax.float().contiguous(), e8m0_rule(mode, fmt))
+
+
+def e8m0_codes_of(amax: torch.Tensor, rule: E8M0Rule) -> torch.Tensor:
+    """`e8m0_codes_fast` on float32 ``amax`` in plain tensor operations (fusable)."""
+    bits = amax.view(torch.int32) & _F32_ABS_MASK
     exp_field = bits >> _F32_MANT_BITS
-    emax = fmt.emax
-    if mode == "floor":
-        code = exp_field - emax
-    elif mode == "ceil":
-        code = exp_field + ((bits & ((1 << _F32_MANT_BITS) - 1)) != 0).to(torch.int32)
-        code -= emax
-    elif mode == "rceil":
-        max_mant = _f32_bits(fmt.max_finite) & ((1 << _F32_MANT_BITS) - 1)
-        code = exp_field + ((bits & ((1 << _F32_MANT_BITS) - 1)) > max_mant).to(torch.int32)
-        code -= emax
-    elif mode == "even":
+    mantissa = bits & ((1 << _F32_MANT_BITS) - 1)
+    if rule.mode == "floor":
+        code = exp_field - rule.emax
+    elif rule.mode == "ceil":
+        code = exp_field + (mantissa != 0).to(torch.int32) - rule.emax
+    elif rule.mode == "rceil":
+        code = exp_field + (mantissa > rule.max_mant).to(torch.int32) - rule.emax
+    else:  # "even"
         # Adding half an ULP at the element's width to the whole bit pattern carries into
         # the exponent field exactly when the mantissa rounds up to the next power of two.
-        code = (bits + (1 << (_F32_MANT_BITS - fmt.mant_bits - 1))) >> _F32_MANT_BITS
-        code -= emax
-    else:
-        raise KeyError(f"unknown E8M0 scale mode {mode!r}")
+        code = ((bits + rule.half_ulp) >> _F32_MANT_BITS) - rule.emax
     # exp_field - 127 - emax is the exponent; + E8M0_BIAS (127) is the code.
-    code.clamp_(0, E8M0_MAX_CODE)
-    code.masked_fill_(exp_field == 0, 0)  # zero or float32-subnormal amax: 2^-127
-    code.masked_fill_(exp_field == 0xFF, E8M0_NAN_CODE)  # NaN or Inf in the block
+    code = code.clamp(0, E8M0_MAX_CODE)
+    code = torch.where(exp_field == 0, 0, code)  # zero or float32-subnormal amax: 2^-127
+    code = torch.where(exp_field == 0xFF, E8M0_NAN_CODE, code)  # NaN or Inf in the block
     assert E8M0_BIAS == 127
-    return code.to(torch.uint8).reshape(amax.shape)
+    return code.to(torch.uint8)
 
 
 def e8m0_scale_fast(amax: torch.Tensor, mode: str, fmt: ElementFormat | str) -> torch.Tensor:
@@ -208,10 +255,17 @@ def pack_fp4_fast(codes: torch.Tensor) -> torch.Tensor:
     """`harness.core.formats.pack_fp4`: element 0 in the low nibble, same checks."""
     if codes.shape[-1] % 2:
         raise ValueError(f"last dim must be even to pack FP4, got {codes.shape[-1]}")
-    if codes.numel() and int(codes.max()) > 0xF:
-        raise ValueError("FP4 codes must be < 16")
     pairs = codes.contiguous().view(*codes.shape[:-1], codes.shape[-1] // 2, 2)
-    lo, hi = pairs.unbind(-1)
-    out = hi << 4
-    out |= lo
-    return out
+    if not pairs.numel():
+        return pairs[..., 0] | (pairs[..., 1] << 4)
+    packed, largest = _pack_pairs(pairs)
+    if int(largest) > 0xF:
+        raise ValueError("FP4 codes must be < 16")
+    return packed
+
+
+@large_cpu_compiled
+def _pack_pairs(pairs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two codes per byte, and the largest code (one pass for both; a compiled ``max`` is
+    several times faster than ``any`` on a comparison)."""
+    return pairs[..., 0] | (pairs[..., 1] << 4), pairs.max()

@@ -22,8 +22,18 @@ from dataclasses import dataclass
 import torch
 
 from harness.core.conventions import scale_elements
-from harness.core.fastcodec import decode_fast, e8m0_scale_fast, encode_fast
+from harness.core.fastcodec import (
+    E8M0Rule,
+    decode_fast,
+    divide_and_encode,
+    e8m0_codes_of,
+    e8m0_rule,
+    e8m0_scale_fast,
+    encode_fast,
+    encoder,
+)
 from harness.core.formats import decode, e8m0_decode, e8m0_encode, encode
+from harness.core.fused import large_cpu_compiled
 from harness.core.scales import E8M0_MODES, compute_scale
 from harness.core.schemes import QuantSpec, Scheme
 
@@ -143,20 +153,46 @@ def _apply_to_tiles(
     return op(tiles, scale.reshape(gr, 1, gc, 1)).reshape(x.shape)
 
 
-def _tile_amax_fast(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
-    """`tile_amax` without the zero-padded copy when the tiles cover the tensor exactly."""
-    if x.dim() == 2:
-        br, bc = tile_shape(spec, x.shape)
-        gr, gc = scale_grid(spec, x.shape)
-        if gr * br == x.shape[0] and gc * bc == x.shape[1] and x.numel():
-            return x.reshape(gr, br, gc, bc).abs().amax(dim=(1, 3))
-    return tile_amax(x, spec)
+def _exact_tiles(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor | None:
+    """The [gr, br, gc, bc] view of a 2-D tensor its tiles cover exactly, else None."""
+    if x.dim() != 2 or not x.numel():
+        return None
+    br, bc = tile_shape(spec, x.shape)
+    gr, gc = scale_grid(spec, x.shape)
+    if gr * br != x.shape[0] or gc * bc != x.shape[1]:
+        return None
+    return x.reshape(gr, br, gc, bc)
 
 
-def _compute_scale_fast(amax: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
-    if spec.scale_format == "e8m0" and spec.scale_rounding in E8M0_MODES:
+def _scale_fast(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """`compute_scale(tile_amax(x))`, fused for large CPU tensors where the tiles fit."""
+    tiles = _exact_tiles(x, spec)
+    e8m0 = spec.scale_format == "e8m0" and spec.scale_rounding in E8M0_MODES
+    if tiles is None:
+        amax = tile_amax(x, spec)
+    elif e8m0:
+        # A NaN amax becomes the 0xFF code whatever its bits, so amax and scale fuse.
+        return _e8m0_scale_of_tiles(tiles, e8m0_rule(spec.scale_rounding, spec.format))
+    else:
+        amax = _abs_amax_of_tiles(tiles)
+        if bool(amax.isnan().any()):
+            # A compiled max makes its own NaN (0xFFFFFFFF, sign set); the eager one
+            # passes on the input's. The NaN's sign reaches the codes through an fp32
+            # scale, so tiles with a NaN take the eager reduction (rare, and small grids).
+            amax = tiles.abs().amax(dim=(1, 3))
+    if e8m0:
         return e8m0_scale_fast(amax, spec.scale_rounding, spec.format)
     return compute_scale(amax, spec)
+
+
+@large_cpu_compiled
+def _abs_amax_of_tiles(tiles: torch.Tensor) -> torch.Tensor:
+    return tiles.abs().amax(dim=(1, 3))  # NaN propagates
+
+
+@large_cpu_compiled
+def _e8m0_scale_of_tiles(tiles: torch.Tensor, rule: E8M0Rule) -> torch.Tensor:
+    return e8m0_decode(e8m0_codes_of(tiles.abs().amax(dim=(1, 3)), rule))
 
 
 def quantize(
@@ -183,10 +219,10 @@ def quantize(
         codec = encode if reference else encode_fast
         return QuantizedTensor(codec(scaled, spec.format, spec.clamp_max), scale, spec)
     if scale is None:
-        scale = _compute_scale_fast(_tile_amax_fast(x32, spec), spec)
+        scale = _scale_fast(x32, spec)
     scale = scale.float().to(x.device)
-    scaled = _apply_to_tiles(x32, scale, spec, torch.div)
-    codes = encode_fast(scaled, spec.format, spec.clamp_max)
+    enc = encoder(spec.format, spec.clamp_max)
+    codes = _apply_to_tiles(x32, scale, spec, lambda t, s: divide_and_encode(t, s, enc))
     return QuantizedTensor(codes, scale, spec)
 
 

@@ -75,3 +75,13 @@ def test_golden_check_with_unmatched_pattern_is_a_usage_error(cli) -> None:
     result = cli("golden", "check", "--only", "nonexistent/*")
     assert result.returncode == 2
     assert "matches no golden entry" in result.stderr
+
+
+def test_run_refuses_a_keyword_pytest_cannot_parse_before_starting(cli, tmp_path) -> None:
+    """Under xdist an unparsable -k crashes every worker (INTERNALERROR); `run` says why."""
+    reports = tmp_path / "reports"
+    result = cli("run", "--reports-dir", str(reports), "-k", "w_mxfp4_a_mxfp4@ceil")
+    assert result.returncode == 2
+    assert "w_mxfp4_a_mxfp4 and ceil" in result.stderr  # how to select it instead
+    assert "INTERNALERROR" not in result.stdout + result.stderr
+    assert not reports.exists()  # no run directory for a run that never started
