@@ -33,7 +33,12 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
         (
             "suites/test_quantizers.py",
             "suites/test_loading.py",
+            "suites/test_linear.py",
+            "suites/test_special_values.py",
+            "suites/test_float32_activations.py",
             "tests/loading/test_vllm_loader_order.py",
+            "tests/paths/test_vllm_linear.py",
+            "tests/moe/test_vllm_cpu_moe.py",
         ),
         "vllm",
     ),

@@ -20,11 +20,23 @@ from typing import Any
 FINDINGS = Path(__file__).resolve().parent.parent / "docs" / "ENGINE-FINDINGS.md"
 
 
+BUILTIN_LOADERS = ("fp8", "quark")
+BUILTIN_PATHS = ("emulated", "native")
+
+
+def _engine_path(r: dict[str, Any]) -> str | None:
+    path = r.get("path")
+    return None if not path or path in BUILTIN_PATHS else str(path)
+
+
 def _engine_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Records of the engine's own code: not the reference quantizer, not a built-in
+    loader through a built-in path."""
     return [
         r
         for r in records
-        if r.get("quantizer") != "reference" and r.get("loader") not in ("fp8", "quark")
+        if r.get("quantizer") != "reference"
+        and (r.get("loader") not in BUILTIN_LOADERS or _engine_path(r) is not None)
     ]
 
 
@@ -57,13 +69,19 @@ def render(docs: list[dict[str, Any]]) -> str:
         schemes: dict[str, set[str]] = defaultdict(set)
         conventions: dict[str, set[str]] = defaultdict(set)
         for r in records:
-            unit = r.get("quantizer") or r.get("loader") or str(r["nodeid"]).split("::")[0]
+            unit = (
+                r.get("quantizer")
+                or _engine_path(r)
+                or r.get("loader")
+                or str(r["nodeid"]).split("::")[0]
+            )
             by_unit[str(unit)][r["outcome"]] += 1
             if r["outcome"] != "skipped" and r.get("scheme"):
                 schemes[str(unit)].add(str(r["scheme"]))
-            conventions[str(unit)].update(r.get("conventions") or [])
+            metrics = r.get("metrics") or {}
+            conventions[str(unit)].update(r.get("conventions") or metrics.get("conventions") or [])
         out += [
-            "| quantizer / loader | passed | xfailed (known finding) | failed | skipped "
+            "| quantizer / loader / path | passed | xfailed (known finding) | failed | skipped "
             "| conventions held to |",
             "|---|---|---|---|---|---|",
         ]

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import torch
 
-from harness.core.checks import accumulation_interval
+from harness.core.checks import accumulation_interval, verdicts
 from harness.loading.cases import (
     LoadingParams,
     checkpoint_from_golden,
@@ -33,7 +33,14 @@ from harness.loading.checks import (
 )
 from harness.loading.loaders import get_loader, loaders
 from harness.paths import get_path, linear_paths
-from harness.paths.base import LinearProblem, is_reference, output_roundings
+from harness.paths.base import (
+    LinearProblem,
+    is_reference,
+    known_finding,
+    layer_under_conventions,
+    output_roundings,
+    path_conventions,
+)
 from harness.store.golden import GoldenError
 
 LOADERS = tuple(loaders())
@@ -99,7 +106,11 @@ def test_loaders_agree_bit_for_bit(
     ids=lambda p: p.id,
 )
 def test_loaded_layer_output(
-    p: LoadingParams, golden_store: Any, qh_platform: Any, record_checks: Any
+    p: LoadingParams,
+    golden_store: Any,
+    qh_platform: Any,
+    record_checks: Any,
+    record_result: Any,
 ) -> None:
     """Output of the loaded layer through a path vs the golden, bias applied exactly once."""
     data, ckpt = _checkpoint(golden_store, p)
@@ -116,11 +127,23 @@ def test_loaded_layer_output(
     if not support.ok:
         pytest.skip(support.reason)
     device = qh_platform.torch_device
-    y = path.forward(loaded.layer.to(device), x.to(device), OUT_DTYPE).cpu()
+    finding = known_finding(path, p.id)  # an engine finding this case may reproduce
+    try:
+        y = path.forward(loaded.layer.to(device), x.to(device), OUT_DTYPE).cpu()
+    except Exception as exc:
+        if finding is None:
+            raise
+        record_result(known_finding=finding)
+        pytest.xfail(f"known finding: {finding} | {type(exc).__name__}: {exc}")
     assert y.shape == (m, n), f"{p.path} returned shape {tuple(y.shape)}"
     assert y.dtype == OUT_DTYPE, f"{p.path} returned {y.dtype}"
 
+    conventions = path_conventions(path)  # the path's activation quantizer's, if any
+    a, w = reference_operands(ckpt, x, conventions)
     y_ref = data.tensors["y_ref"].double()
+    if conventions:  # the exact effect of activation values the conventions change
+        record_result(conventions=sorted(conventions))
+        y_ref = y_ref + (a - reference_operands(ckpt, x)[0]) @ w.t()
     bias = data.tensors["bias"].double()
     abs_product = data.tensors["abs_product"].double()
     bound = output_bound(y_ref, bias, abs_product, k, p.bias, OUT_DTYPE)
@@ -128,12 +151,16 @@ def test_loaded_layer_output(
     roundings = output_roundings(path, loaded.layer.scheme, problem)
     y_emulated = None
     if not is_reference(path):  # the same loaded layer through the emulated path
-        y_emulated = get_path("emulated").forward(loaded.layer, x, OUT_DTYPE).cpu()
-    a, w = reference_operands(ckpt, x)
+        same = layer_under_conventions(loaded.layer, conventions)
+        y_emulated = get_path("emulated").forward(same, x, OUT_DTYPE).cpu()
     interval = accumulation_interval(a, w, bias if p.bias else None, OUT_DTYPE)
-    record_checks(
-        [
-            *output_checks(y, y_ref, bias, bound, p.bias, p.path),
-            *rounding_checks(y, y_emulated, interval, roundings, p.path),
-        ]
-    )
+    results = [
+        *output_checks(y, y_ref, bias, bound, p.bias, p.path),
+        *rounding_checks(y, y_emulated, interval, roundings, p.path),
+    ]
+    if finding is not None and any(r.failed for r in results):
+        record_result(checks=verdicts(results), known_finding=finding)
+        pytest.xfail(
+            f"known finding: {finding} | " + "; ".join(r.name for r in results if r.failed)
+        )
+    record_checks(results)

@@ -29,6 +29,7 @@ from harness.linear.special_values import (
     special_inputs,
 )
 from harness.paths import get_path
+from harness.paths.base import known_finding
 
 OUT_DTYPE = torch.float32
 E8M0_NAN = 0xFF
@@ -100,7 +101,9 @@ def _other_rows(y: torch.Tensor, y_clean: torch.Tensor) -> CheckResult:
 
 
 @pytest.mark.parametrize("case", list(special_cases()), ids=lambda c: c.id)
-def test_special_values(case: SpecialCase, qh_platform: Any, record_checks: Any) -> None:
+def test_special_values(
+    case: SpecialCase, qh_platform: Any, record_checks: Any, record_result: Any
+) -> None:
     scheme = get_scheme(case.scheme)
     path = get_path(case.path)
     support = path.supports(scheme, case.problem, qh_platform)
@@ -115,6 +118,10 @@ def test_special_values(case: SpecialCase, qh_platform: Any, record_checks: Any)
         try:
             return path.forward(layer, x.to(device), OUT_DTYPE).cpu()
         except Exception as exc:
+            finding = known_finding(path, case.id)  # an engine finding, counted as xfail
+            if finding is not None:
+                record_result(known_finding=finding)
+                pytest.xfail(f"known finding: {finding} | {type(exc).__name__}: {exc}")
             pytest.fail(f"path {case.path!r} raised: {type(exc).__name__}: {exc}", pytrace=False)
 
     y, y_clean = run(inputs.special), run(inputs.clean)

@@ -39,6 +39,7 @@ from harness.core.compare import (
 from harness.core.quantize import quantize_activation
 from harness.core.schemes import Scheme
 from harness.linear.cases import LoadedLinearCase
+from harness.paths.base import with_activation_conventions
 
 LINEAR_CHECKS = (
     "finite",
@@ -69,22 +70,34 @@ class ExpectedOutput:
         return self.lo == self.hi
 
 
+def _activation(loaded: LoadedLinearCase, scheme: Scheme) -> torch.Tensor:
+    xq = quantize_activation(loaded.x, scheme, loaded.layer.input_scale)
+    return loaded.x.double() if xq is None else xq.dequantize(torch.float64)
+
+
 def expected_output(
     loaded: LoadedLinearCase,
     scheme: Scheme,
     bias: bool,
     out_dtype: torch.dtype,
     roundings: int,
+    conventions: frozenset[str] = frozenset(),
 ) -> ExpectedOutput:
-    """The golden reference, the derived bound and the rounding interval of one case."""
+    """The golden reference, the derived bound and the rounding interval of one case.
+
+    A path that declares engine ``conventions`` for its activation quantizer is held to the
+    activation the reference quantizer computes under them: the golden product plus the
+    exact float64 effect of the activation values that differ (zero where none do).
+    """
     n = loaded.layer.weight.codes.shape[0]
     # Reference: golden float64 product of the dequantized operands, plus the bias; the
     # same product recomputed here in float64 is the center of the bit-exact interval.
     b = loaded.inputs["bias"].double() if bias else torch.zeros(n).double()
-    reference = loaded.y_ref.double() + b
-    xq = quantize_activation(loaded.x, scheme, loaded.layer.input_scale)
-    a = loaded.x.double() if xq is None else xq.dequantize(torch.float64)
     w = loaded.layer.weight.dequantize(torch.float64)
+    a = _activation(loaded, with_activation_conventions(scheme, conventions))
+    reference = loaded.y_ref.double() + b
+    if conventions:
+        reference = reference + (a - _activation(loaded, scheme)) @ w.t()
     # The accumulation interval of the loaded operands (core.checks: Higham gamma_{K+3})
     acc = accumulation_interval(a, w, b, out_dtype)
     # vs golden: the radius, the golden's float32 storage (u_f32 |y|), and the path's

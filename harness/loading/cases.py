@@ -37,6 +37,7 @@ from harness.core.quantize import (
 )
 from harness.core.schemes import SCHEMES, WHOLE, Scheme, get_scheme
 from harness.loading.checkpoint import LinearCheckpoint, QuantConfig, Shard, build_checkpoint
+from harness.paths.base import with_activation_conventions
 from harness.store.golden import GoldenData, register_each
 
 PREFIX = "model.layers.0.proj"
@@ -197,10 +198,14 @@ def expected_runtime_weight(
     return torch.cat(parts, dim=0)
 
 
-def reference_operands(ckpt: LinearCheckpoint, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def reference_operands(
+    ckpt: LinearCheckpoint, x: torch.Tensor, conventions: frozenset[str] = frozenset()
+) -> tuple[torch.Tensor, ...]:
     """Exact float64 (activation, weight) a correctly loaded layer multiplies: the center
-    of the rounding interval every path that rounds once must land in."""
-    xq = quantize_activation(x, ckpt.scheme, merged_input_scale(ckpt))
+    of the rounding interval every path that rounds once must land in. ``conventions``:
+    those the path declares for its activation quantizer (harness.core.conventions)."""
+    scheme = with_activation_conventions(ckpt.scheme, conventions)
+    xq = quantize_activation(x, scheme, merged_input_scale(ckpt))
     a = x.double() if xq is None else xq.dequantize(torch.float64)
     return a, expected_runtime_weight(ckpt, torch.float64)
 

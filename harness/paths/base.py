@@ -8,7 +8,8 @@ One vocabulary for both:
   accumulation dtype, epilogue roundings, roundings to the output dtype); the suites
   derive their error bounds from this declaration and nothing else.
 - `PathBase` (and `LinearPathBase`): the defaults every built-in path inherits:
-  ``is_reference``, ``uses_capabilities``, ``kernel_name`` and, for linear paths, the
+  ``is_reference``, ``uses_capabilities``, ``kernel_name``, ``conventions`` and, for
+  linear paths, the
   numerics of a path that rounds once.
 - `LinearPath`: the runtime protocol a linear path satisfies (``name``, ``supports``,
   ``forward``); MoE's is `harness.moe.paths.base.MoEPath`.
@@ -19,17 +20,20 @@ One vocabulary for both:
 
 Plugins from entry points need not inherit `PathBase`: an object with ``name``,
 ``supports`` and ``forward`` is a valid linear path. The helpers at the end of this
-module (`is_reference`, `uses_capabilities`, `kernel_name`, `linear_numerics`) read the
-optional members with `PathBase`'s defaults; they are the one place that does.
+module (`is_reference`, `path_conventions`, `uses_capabilities`, `kernel_name`,
+`linear_numerics`) read the optional members with `PathBase`'s defaults; they are the one
+place that does.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from fnmatch import fnmatch
 from typing import Protocol, runtime_checkable
 
 import torch
 
+from harness.core.conventions import with_conventions
 from harness.core.quantize import QuantizedLinear
 from harness.core.schemes import Scheme
 from harness.core.spec import Block, QuantSpec, granularity
@@ -120,6 +124,7 @@ class PathBase:
 
     name: str
     is_reference: bool = False  # True: the model every other path is compared with
+    conventions: frozenset[str] = frozenset()  # engine conventions of its activation quantizer
 
     @property
     def uses_capabilities(self) -> frozenset[str]:
@@ -230,6 +235,35 @@ def is_reference(path: object) -> bool:
     own = getattr(path, "__dict__", {})
     declared = own.get("is_reference", type(path).__dict__.get("is_reference", False))
     return bool(declared)
+
+
+def path_conventions(path: object) -> frozenset[str]:
+    """Engine conventions (harness.core.conventions) the path quantizes activations with
+    (default none): the suites then expect the activation the reference quantizer computes
+    under them, as they do for a quantizer that declares them."""
+    return frozenset(getattr(path, "conventions", frozenset()))
+
+
+def with_activation_conventions(scheme: Scheme, conventions: frozenset[str]) -> Scheme:
+    """``scheme`` whose activation spec carries those of ``conventions`` that apply to it."""
+    if scheme.activation is None or not conventions:
+        return scheme
+    return replace(scheme, activation=with_conventions(scheme.activation, conventions))
+
+
+def layer_under_conventions(layer: QuantizedLinear, conventions: frozenset[str]) -> QuantizedLinear:
+    """The same loaded layer, its activations quantized under ``conventions`` (what
+    `emulated` runs when compared with a path that declares them)."""
+    scheme = with_activation_conventions(layer.scheme, conventions)
+    return layer if scheme is layer.scheme else replace(layer, scheme=scheme)
+
+
+def known_finding(path: object, case_id: str) -> str | None:
+    """The path's write-up of an engine finding this case reproduces (``known_findings``:
+    case-id pattern -> text, as quantizer adapters declare them), if any; the suites then
+    record the case as xfail with that text when it fails."""
+    findings: dict[str, str] = dict(getattr(path, "known_findings", {}))
+    return next((text for pattern, text in findings.items() if fnmatch(case_id, pattern)), None)
 
 
 def uses_capabilities(path: object) -> frozenset[str]:

