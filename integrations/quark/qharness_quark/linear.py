@@ -1,0 +1,104 @@
+"""Quark's imported FP8 linear (`QParamsLinear`, CPU) as a qharness linear path.
+
+What runs is Quark's: a `QParamsLinear` built by its import builder from a `QLayerConfig`
+(FP8 e4m3fn weight, static; activation per the scheme) holds the checkpoint's float8
+weight, weight scale, input scale and bias as Quark loads them, and its forward on CPU
+(`_forward_generic`; the `torch._scaled_mm` branch is ROCm-only) dequantizes the weight
+(`quark.torch.kernel.dequantize`), fake-quantizes the input with its scale
+(`scaled_fake_quantize`), and calls ``F.linear`` in the input's dtype.
+
+What the adapter supplies: the tensors (golden codes viewed as float8_e4m3fn, scales and
+bias copied into Quark's parameters and buffers); nothing numeric.
+
+Only float32 outputs run: in bf16/fp16 Quark computes x / scale, the dequantized weight
+and the fake-quantized input in that dtype, i.e. operands rounded to 8 or 11 bits before
+the matmul, which the linear suite's bounds (exact operands, output roundings only) do not
+model yet; those cases skip with that reason.
+"""
+
+from __future__ import annotations
+
+import torch
+from quark.torch.export.nn.modules.qparamslinear import QParamsLinear
+from quark.torch.quantization.config.config import (
+    FP8E4M3PerChannelSpec,
+    FP8E4M3PerTensorSpec,
+    QLayerConfig,
+)
+
+from harness.core.quantize import QuantizedLinear
+from harness.core.schemes import Scheme
+from harness.core.spec import QuantSpec
+from harness.paths.base import LinearPathBase, LinearProblem, Numerics, Support
+from harness.platform.info import PlatformInfo
+from qharness_quark import ENGINE
+
+# The schemes Quark's imported linear runs here: FP8 e4m3fn weights per tensor or per
+# channel (static, as QParamsLinear requires) and a static per-tensor input scale.
+FP8_LINEAR_SCHEMES: tuple[str, ...] = ("fp8_per_tensor", "fp8_w_per_channel_a_static")
+OUT_DTYPES: tuple[torch.dtype, ...] = (torch.float32,)
+
+
+def _quark_spec(spec: QuantSpec) -> FP8E4M3PerTensorSpec | FP8E4M3PerChannelSpec:
+    if spec.granularity == "per_row":
+        return FP8E4M3PerChannelSpec(ch_axis=0, is_dynamic=False)
+    return FP8E4M3PerTensorSpec(is_dynamic=False)
+
+
+def quark_linear(layer: QuantizedLinear) -> QParamsLinear:
+    """The checkpoint's layer as Quark's import builds and loads it."""
+    scheme = layer.scheme
+    if scheme.activation is None or layer.input_scale is None:
+        raise ValueError(f"{scheme.name}: Quark's imported linear needs a static input scale")
+    n, k = layer.weight.codes.shape
+    config = QLayerConfig(
+        weight=_quark_spec(scheme.weight).to_quantization_spec(),
+        input_tensors=_quark_spec(scheme.activation).to_quantization_spec(),
+    )
+    shell = torch.nn.Linear(k, n, bias=layer.bias is not None, device="meta")
+    linear = QParamsLinear(shell, custom_mode="quark", pack_method="reorder", quant_config=config)
+    state = {
+        "weight": layer.weight.codes.view(torch.float8_e4m3fn),
+        "weight_quantizer.scale": layer.weight.scale.reshape(linear.weight_quantizer.scale.shape),
+        "input_quantizer.scale": layer.input_scale.reshape(linear.input_quantizer.scale.shape),
+    }
+    if layer.bias is not None:
+        state["bias"] = layer.bias.float()
+    linear.load_state_dict(state, assign=True)
+    return linear.eval()
+
+
+class QuarkFP8LinearPath(LinearPathBase):
+    """Quark's `QParamsLinear` forward on CPU (dequantize, fake-quantize input, F.linear)."""
+
+    name = "quark_qparams_linear"
+    engine = ENGINE
+
+    def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
+        return "quark QParamsLinear._forward_generic"
+
+    def numerics(self, scheme: Scheme, problem: LinearProblem) -> Numerics:
+        """float32 only: the operands and the sum are float32, and nothing rounds after."""
+        return Numerics(out_dtype=problem.out_dtype, operand_dtype=torch.float32)
+
+    def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
+        if scheme.name not in FP8_LINEAR_SCHEMES:
+            return Support.no(
+                f"{self.name}: FP8 e4m3fn static weight and static per-tensor input only "
+                f"({', '.join(FP8_LINEAR_SCHEMES)}), not {scheme.name}"
+            )
+        if problem.out_dtype not in OUT_DTYPES:
+            return Support.no(
+                f"{self.name}: float32 only; in {problem.out_dtype} Quark rounds both operands "
+                "to that dtype before the matmul, which the suite's bounds do not model yet"
+            )
+        if platform.device != "cpu":
+            return Support.no(f"{self.name}: CPU only (on ROCm Quark takes torch._scaled_mm)")
+        return Support.yes()
+
+    def forward(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
+    ) -> torch.Tensor:
+        with torch.no_grad():
+            y: torch.Tensor = quark_linear(layer)(x.to(out_dtype))
+        return y
