@@ -57,13 +57,18 @@ def render(docs: list[dict[str, Any]]) -> str:
         schemes: dict[str, set[str]] = defaultdict(set)
         conventions: dict[str, set[str]] = defaultdict(set)
         for r in records:
-            unit = r.get("quantizer") or r.get("loader") or str(r["nodeid"]).split("::")[0]
+            unit = (
+                r.get("quantizer")
+                or r.get("loader")
+                or r.get("path")
+                or str(r["nodeid"]).split("::")[0]
+            )
             by_unit[str(unit)][r["outcome"]] += 1
             if r["outcome"] != "skipped" and r.get("scheme"):
                 schemes[str(unit)].add(str(r["scheme"]))
             conventions[str(unit)].update(r.get("conventions") or [])
         out += [
-            "| quantizer / loader | passed | xfailed (known finding) | failed | skipped "
+            "| quantizer / loader / path | passed | xfailed (known finding) | failed | skipped "
             "| conventions held to |",
             "|---|---|---|---|---|---|",
         ]
