@@ -52,8 +52,8 @@ class RealQuantizeFP8Quantizer:
             )
         if spec.granularity not in GRANULARITIES:
             return Support.no(
-                f"{self.name}: per-tensor and per-channel only (Quark's per-group FP8 spec is not "
-                f"driven here), not {spec.granularity}"
+                f"{self.name}: per-tensor and per-channel only (Quark has FP8 per-group as "
+                f"fake-quantize only, no real-quantize kernel), not {spec.granularity}"
             )
         return Support.yes()
 

@@ -1,11 +1,12 @@
 """Quark's imported FP8 linear (`QParamsLinear`, CPU) as a qharness linear path.
 
 What runs is Quark's: a `QParamsLinear` built by its import builder from a `QLayerConfig`
-(FP8 e4m3fn weight, static; activation per the scheme) holds the checkpoint's float8
-weight, weight scale, input scale and bias as Quark loads them, and its forward on CPU
-(`_forward_generic`; the `torch._scaled_mm` branch is ROCm-only) dequantizes the weight
-(`quark.torch.kernel.dequantize`), fake-quantizes the input with its scale
-(`scaled_fake_quantize`), and calls ``F.linear`` in the input's dtype.
+(FP8 e4m3fn weight, static; input static per tensor or dynamic per token) holds the
+checkpoint's float8 weight, weight scale, input scale and bias as Quark loads them, and its
+forward on CPU (`_forward_generic`; the `torch._scaled_mm` branch is ROCm-only)
+dequantizes the weight (`quark.torch.kernel.dequantize`), fake-quantizes the input with its
+static scale (`scaled_fake_quantize`) or its dynamic per-token quantizer, and calls
+``F.linear`` in the input's dtype.
 
 What the adapter supplies: the tensors (golden codes viewed as float8_e4m3fn, scales and
 bias copied into Quark's parameters and buffers); nothing numeric.
@@ -34,34 +35,42 @@ from harness.platform.info import PlatformInfo
 from qharness_quark import ENGINE
 
 # The schemes Quark's imported linear runs here: FP8 e4m3fn weights per tensor or per
-# channel (static, as QParamsLinear requires) and a static per-tensor input scale.
-FP8_LINEAR_SCHEMES: tuple[str, ...] = ("fp8_per_tensor", "fp8_w_per_channel_a_static")
+# channel (static, as QParamsLinear requires) with a static per-tensor input scale or a
+# dynamic per-token one (Quark's per-channel input quantizer, ch_axis 0 of [M, K]).
+FP8_LINEAR_SCHEMES: tuple[str, ...] = (
+    "fp8_per_tensor",
+    "fp8_w_per_channel_a_static",
+    "fp8_per_channel",
+)
 OUT_DTYPES: tuple[torch.dtype, ...] = (torch.float32,)
 
 
-def _quark_spec(spec: QuantSpec) -> FP8E4M3PerTensorSpec | FP8E4M3PerChannelSpec:
+def _quark_spec(spec: QuantSpec, dynamic: bool) -> FP8E4M3PerTensorSpec | FP8E4M3PerChannelSpec:
     if spec.granularity == "per_row":
-        return FP8E4M3PerChannelSpec(ch_axis=0, is_dynamic=False)
-    return FP8E4M3PerTensorSpec(is_dynamic=False)
+        return FP8E4M3PerChannelSpec(ch_axis=0, is_dynamic=dynamic)
+    return FP8E4M3PerTensorSpec(is_dynamic=dynamic)
 
 
 def quark_linear(layer: QuantizedLinear) -> QParamsLinear:
     """The checkpoint's layer as Quark's import builds and loads it."""
     scheme = layer.scheme
-    if scheme.activation is None or layer.input_scale is None:
-        raise ValueError(f"{scheme.name}: Quark's imported linear needs a static input scale")
+    act = scheme.activation
+    if act is None or (layer.input_scale is None) != act.dynamic:
+        raise ValueError(f"{scheme.name}: Quark's imported linear needs an input quantizer")
     n, k = layer.weight.codes.shape
     config = QLayerConfig(
-        weight=_quark_spec(scheme.weight).to_quantization_spec(),
-        input_tensors=_quark_spec(scheme.activation).to_quantization_spec(),
+        weight=_quark_spec(scheme.weight, dynamic=False).to_quantization_spec(),
+        input_tensors=_quark_spec(act, dynamic=act.dynamic).to_quantization_spec(),
     )
     shell = torch.nn.Linear(k, n, bias=layer.bias is not None, device="meta")
     linear = QParamsLinear(shell, custom_mode="quark", pack_method="reorder", quant_config=config)
     state = {
         "weight": layer.weight.codes.view(torch.float8_e4m3fn),
         "weight_quantizer.scale": layer.weight.scale.reshape(linear.weight_quantizer.scale.shape),
-        "input_quantizer.scale": layer.input_scale.reshape(linear.input_quantizer.scale.shape),
     }
+    if layer.input_scale is not None:
+        shape = linear.input_quantizer.scale.shape
+        state["input_quantizer.scale"] = layer.input_scale.reshape(shape)
     if layer.bias is not None:
         state["bias"] = layer.bias.float()
     linear.load_state_dict(state, assign=True)
@@ -84,7 +93,7 @@ class QuarkFP8LinearPath(LinearPathBase):
     def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
         if scheme.name not in FP8_LINEAR_SCHEMES:
             return Support.no(
-                f"{self.name}: FP8 e4m3fn static weight and static per-tensor input only "
+                f"{self.name}: FP8 e4m3fn per-tensor/per-channel schemes only "
                 f"({', '.join(FP8_LINEAR_SCHEMES)}), not {scheme.name}"
             )
         if problem.out_dtype not in OUT_DTYPES:
