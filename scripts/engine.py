@@ -29,7 +29,11 @@ TORCH_VERSION = os.environ.get("QHARNESS_TORCH_VERSION", "2.13.0")
 ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
     "torchao": (
         "integrations/torchao",
-        ("suites/test_quantizers.py", "suites/test_linear.py"),
+        (
+            "suites/test_quantizers.py",
+            "suites/test_linear.py",
+            "tests/paths/test_engine_linear_tables.py",
+        ),
         "torchao",
     ),
     "vllm": (
@@ -43,7 +47,11 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
     ),
     "quark": (
         "integrations/quark",
-        ("suites/test_quantizers.py", "suites/test_linear.py"),
+        (
+            "suites/test_quantizers.py",
+            "suites/test_linear.py",
+            "tests/paths/test_engine_linear_tables.py",
+        ),
         "quark",
     ),
 }
