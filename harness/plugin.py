@@ -118,10 +118,12 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     config.pluginmanager.register(ActiveHooks(), "qharness-active")
     from harness.platform.devices import gpu_list_from_environment
+    from harness.platform.threads import share_cores_among_workers
 
     try:
         if hasattr(config, "workerinput"):
             pin_worker_gpu(os.environ)
+            share_cores_among_workers(os.environ)
         else:
             gpu_list_from_environment(os.environ)  # refused before any worker starts
     except EnvironmentValueError as exc:
@@ -307,14 +309,14 @@ class ActiveHooks:
         ]
 
 
-def _skip_reason(report: pytest.TestReport) -> str:
+def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
     longrepr = report.longrepr
     if isinstance(longrepr, tuple) and len(longrepr) == 3:
         return str(longrepr[2]).removeprefix("Skipped: ")
     return str(longrepr)
 
 
-def _failure_message(report: pytest.TestReport) -> str:
+def _failure_message(report: pytest.TestReport | pytest.CollectReport) -> str:
     crash = getattr(report.longrepr, "reprcrash", None)
     message = getattr(crash, "message", None)
     return str(message if message is not None else report.longrepr).strip()[:2000]
@@ -360,6 +362,22 @@ class ResultRecorder:
             "reason": reason,
             "duration_s": round(report.duration, 6),
             "metrics": props.get(RECORD_KEY, {}),
+        }
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """A module skipped at collection (``pytest.skip(allow_module_level=True)``,
+        ``importorskip``) or broken there has no test reports: record it once, under the
+        module's node id, so the skip is counted with its reason and the error is seen.
+        Under xdist the controller gets each such report (deduplicated) from the workers."""
+        if report.passed or report.nodeid in self.records:
+            return
+        skipped = bool(report.skipped)
+        self.records[report.nodeid] = {
+            "nodeid": report.nodeid,
+            "outcome": "skipped" if skipped else "error",
+            "reason": _skip_reason(report) if skipped else _failure_message(report),
+            "duration_s": 0.0,
+            "metrics": {},
         }
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:

@@ -37,8 +37,17 @@ from harness.core.formats import (
     encode,
     get_format,
 )
+from harness.core.fused import large_cpu_compiled
 
-__all__ = ["decode_fast", "e8m0_codes_fast", "encode_fast", "pack_fp4_fast"]
+__all__ = [
+    "decode_fast",
+    "divide_and_encode",
+    "e8m0_codes_fast",
+    "encode_fast",
+    "encode_scaled",
+    "encoder",
+    "pack_fp4_fast",
+]
 
 _F32_MANT_BITS = 23
 _F32_ABS_MASK = 0x7FFFFFFF
@@ -61,6 +70,7 @@ class _Encoder:
     magic: float  # 2^(emin - m + 23): its float32 ULP is the format's smallest subnormal
     magic_bits: int
     sign_bit: int
+    bits: int  # the format's width: the sign is bit (bits - 1)
     specials: Specials
     nan_code: int | None
 
@@ -78,6 +88,7 @@ def _encoder(fmt: ElementFormat, bound: float) -> _Encoder:
         magic=magic,
         magic_bits=_f32_bits(magic),
         sign_bit=fmt.sign_bit,
+        bits=fmt.bits,
         specials=fmt.specials,
         nan_code=fmt.nan_code,
     )
@@ -105,46 +116,57 @@ def encode_fast(
     bound = _bound(fmt, clamp_max)
     if x.dtype not in _WIDENED_EXACTLY:
         return encode(x, fmt, clamp_max)  # float64 and integer inputs: the reference decides
-    enc = _encoder(fmt, bound)
-    bits = x.detach().float().contiguous().view(torch.int32)
+    return _encode_fused(x.detach().float().contiguous(), _encoder(fmt, bound))
 
+
+def encoder(fmt: ElementFormat | str, clamp_max: float | None = None) -> _Encoder:
+    """The validated constants `encode_scaled` needs for ``fmt`` and its saturation bound."""
+    fmt = get_format(fmt) if isinstance(fmt, str) else fmt
+    return _encoder(fmt, _bound(fmt, clamp_max))
+
+
+def encode_scaled(x: torch.Tensor, enc: _Encoder) -> torch.Tensor:
+    """The element encode on float32 ``x``, in plain tensor operations only (no Python
+    branches on data, no in-place updates), so that `torch.compile` can fuse it into one
+    loop (harness.core.fused) and eager mode runs the very same arithmetic."""
+    bits = x.view(torch.int32)
     mag = bits & _F32_ABS_MASK
     nan = mag > _F32_INF_BITS
-    mag.clamp_(max=enc.bound_bits)  # saturate (Inf and NaN too; NaN is patched below)
+    mag = mag.clamp(max=enc.bound_bits)  # saturate (Inf and NaN too; NaN is patched below)
     # Subnormal range: float32 addition rounds |x| to a multiple of the smallest subnormal.
     # Above it this count is never below the normal-range code (the float32 grid there is at
     # least as fine as the format's), so the smaller of the two codes is the right one.
-    sub = (mag.view(torch.float32) + enc.magic).view(torch.int32)
-    sub -= enc.magic_bits
+    sub = (mag.view(torch.float32) + enc.magic).view(torch.int32) - enc.magic_bits
     # Normal range: round to nearest even at bit `shift`, rebias the exponent, shift down.
     # Magnitudes below the smallest normal are lifted to it, so they give its code, 2^m,
     # which is never below their subnormal code.
-    mag.clamp_(min=enc.min_normal_bits)
-    lsb = mag >> enc.shift
-    lsb &= 1
-    lsb += enc.round_offset
-    mag += lsb
-    del lsb
-    mag >>= enc.shift
-    mag.clamp_(max=sub)
-    del sub
-    code = mag.to(torch.uint8)
-    del mag
+    mag = mag.clamp(min=enc.min_normal_bits)
+    mag = (mag + (((mag >> enc.shift) & 1) + enc.round_offset)) >> enc.shift
+    code = torch.minimum(mag, sub)
 
     negative = bits < 0  # the float32 sign bit, NaN included
     if enc.specials is Specials.FNUZ:
-        negative &= code != 0  # no -0 in fnuz: 0x80 is its NaN
-    sign = negative.view(torch.uint8)
-    sign <<= fmt.bits - 1
+        negative = negative & (code != 0)  # no -0 in fnuz: 0x80 is its NaN
+    code = code | (negative.to(torch.int32) << (enc.bits - 1))
     if enc.specials in (Specials.FN, Specials.IEEE):
         assert enc.nan_code is not None
-        code.masked_fill_(nan, enc.nan_code)  # NaN keeps its sign
-        code |= sign
+        nan_code = (bits < 0).to(torch.int32) << (enc.bits - 1) | enc.nan_code  # keeps its sign
     else:
-        code |= sign
         # No NaN code: the negative-zero code (the MX block scale carries the NaN); FNUZ: 0x80.
-        code.masked_fill_(nan, enc.sign_bit if enc.nan_code is None else enc.nan_code)
-    return code
+        return torch.where(nan, enc.sign_bit if enc.nan_code is None else enc.nan_code, code).to(
+            torch.uint8
+        )
+    return torch.where(nan, nan_code, code).to(torch.uint8)
+
+
+_encode_fused = large_cpu_compiled(encode_scaled)
+
+
+@large_cpu_compiled
+def divide_and_encode(x: torch.Tensor, scale: torch.Tensor, enc: _Encoder) -> torch.Tensor:
+    """Codes of float32 ``x / scale`` (IEEE division, broadcasting): quantize's element
+    step, one fused pass on large CPU tensors (harness.core.fused)."""
+    return encode_scaled(x / scale, enc)
 
 
 @functools.cache
@@ -210,8 +232,9 @@ def pack_fp4_fast(codes: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"last dim must be even to pack FP4, got {codes.shape[-1]}")
     if codes.numel() and int(codes.max()) > 0xF:
         raise ValueError("FP4 codes must be < 16")
-    pairs = codes.contiguous().view(*codes.shape[:-1], codes.shape[-1] // 2, 2)
-    lo, hi = pairs.unbind(-1)
-    out = hi << 4
-    out |= lo
-    return out
+    return _pack_pairs(codes.contiguous().view(*codes.shape[:-1], codes.shape[-1] // 2, 2))
+
+
+@large_cpu_compiled
+def _pack_pairs(pairs: torch.Tensor) -> torch.Tensor:
+    return pairs[..., 0] | (pairs[..., 1] << 4)

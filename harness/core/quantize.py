@@ -22,8 +22,15 @@ from dataclasses import dataclass
 import torch
 
 from harness.core.conventions import scale_elements
-from harness.core.fastcodec import decode_fast, e8m0_scale_fast, encode_fast
+from harness.core.fastcodec import (
+    decode_fast,
+    divide_and_encode,
+    e8m0_scale_fast,
+    encode_fast,
+    encoder,
+)
 from harness.core.formats import decode, e8m0_decode, e8m0_encode, encode
+from harness.core.fused import large_cpu_compiled
 from harness.core.scales import E8M0_MODES, compute_scale
 from harness.core.schemes import QuantSpec, Scheme
 
@@ -149,8 +156,20 @@ def _tile_amax_fast(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
         br, bc = tile_shape(spec, x.shape)
         gr, gc = scale_grid(spec, x.shape)
         if gr * br == x.shape[0] and gc * bc == x.shape[1] and x.numel():
-            return x.reshape(gr, br, gc, bc).abs().amax(dim=(1, 3))
+            tiles = x.reshape(gr, br, gc, bc)
+            amax = _abs_amax_of_tiles(tiles)
+            if bool(amax.isnan().any()):
+                # A compiled max makes its own NaN (0xFFFFFFFF, sign set); the eager one
+                # passes on the input's. The NaN's sign reaches the codes through the scale,
+                # so tiles with a NaN take the eager reduction (rare, and small grids).
+                amax = tiles.abs().amax(dim=(1, 3))
+            return amax
     return tile_amax(x, spec)
+
+
+@large_cpu_compiled
+def _abs_amax_of_tiles(tiles: torch.Tensor) -> torch.Tensor:
+    return tiles.abs().amax(dim=(1, 3))  # NaN propagates
 
 
 def _compute_scale_fast(amax: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
@@ -185,8 +204,8 @@ def quantize(
     if scale is None:
         scale = _compute_scale_fast(_tile_amax_fast(x32, spec), spec)
     scale = scale.float().to(x.device)
-    scaled = _apply_to_tiles(x32, scale, spec, torch.div)
-    codes = encode_fast(scaled, spec.format, spec.clamp_max)
+    enc = encoder(spec.format, spec.clamp_max)
+    codes = _apply_to_tiles(x32, scale, spec, lambda t, s: divide_and_encode(t, s, enc))
     return QuantizedTensor(codes, scale, spec)
 
 

@@ -120,7 +120,9 @@ def cheap_variant(argv: list[str], tmp: Path) -> list[str]:
         ]
     if command == "run" and "-k" in argv and argv[argv.index("-k") + 1] == "fp8_per_tensor":
         # The reported example: its -k must reach pytest and select tests (collect only).
-        return ["run", "--workers", "0", "--out", str(tmp / "r.json"), *argv[1:], "--co"]
+        # Its run directory goes to tmp, not into the checkout's reports/.
+        out = ["--out", str(tmp / "r.json"), "--reports-dir", str(tmp / "reports")]
+        return ["run", "--workers", "0", *out, *argv[1:], "--co"]
     raise AssertionError(f"no cheap way to run documented command {argv}: add one here")
 
 

@@ -113,3 +113,55 @@ def test_workers_are_pinned_before_tests_run(tmp_path: Path) -> None:
     assert status == 0, doc["records"]
     (record,) = doc["records"]
     assert record["metrics"] == {"gpu": "7", "hip": "7"}
+
+
+THREADS_TEST = """
+import torch
+
+
+def test_threads(record_result):
+    record_result(threads=torch.get_num_threads())
+"""
+
+
+def test_xdist_workers_share_the_cores_instead_of_multiplying_threads(tmp_path: Path) -> None:
+    from harness.platform.threads import THREAD_VARIABLES, usable_cores
+
+    clean = {name: "" for name in THREAD_VARIABLES}
+    status, doc = _run_in_other_repo(
+        tmp_path, THREADS_TEST, "-n", "2", "-p", "no:benchmark", env=clean
+    )
+    assert status == 0, doc["records"]
+    assert doc["records"][0]["metrics"] == {"threads": max(1, usable_cores() // 2)}
+    # An explicit thread count is the user's: the worker keeps what torch makes of it.
+    users = {**os.environ, "OMP_NUM_THREADS": "3"}
+    probe = [sys.executable, "-c", "import torch; print(torch.get_num_threads())"]
+    own = int(subprocess.run(probe, env=users, capture_output=True, text=True).stdout)
+    status, doc = _run_in_other_repo(
+        tmp_path, THREADS_TEST, "-n", "2", "-p", "no:benchmark", env={"OMP_NUM_THREADS": "3"}
+    )
+    assert doc["records"][0]["metrics"] == {"threads": own}
+
+
+MODULE_SKIP_TEST = """
+import pytest
+
+pytest.skip("this module needs an engine that is not installed", allow_module_level=True)
+
+
+def test_never_collected():
+    pass
+"""
+
+
+def test_module_level_skips_are_recorded_serially_and_under_xdist(tmp_path: Path) -> None:
+    (tmp_path / "test_runs.py").write_text("def test_runs(record_result):\n    pass\n")
+    for args in ((), ("-n", "2", "-p", "no:benchmark")):
+        status, doc = _run_in_other_repo(tmp_path, MODULE_SKIP_TEST, *args)
+        assert status == 0
+        records = {r["nodeid"]: r for r in doc["records"]}
+        assert set(records) == {"test_other.py", "test_runs.py::test_runs"}, args
+        skipped = records["test_other.py"]
+        assert skipped["outcome"] == "skipped"
+        assert skipped["reason"] == "this module needs an engine that is not installed"
+        assert doc["summary"]["outcomes"] == {"passed": 1, "skipped": 1}
