@@ -61,6 +61,7 @@ def test_quark_fp8_linear_table_matches_the_specs() -> None:
         for spec in (scheme.weight, scheme.activation):
             assert (spec.format, spec.scale_format) == ("e4m3fn", "fp32"), name
             assert spec.granularity in ("per_tensor", "per_row"), name
+        assert scheme.weight.granularity in linear.OUT_DTYPES, name
         static_per_tensor = (
             not scheme.activation.dynamic and scheme.activation.granularity == "per_tensor"
         )

@@ -11,10 +11,13 @@ static scale (`scaled_fake_quantize`) or its dynamic per-token quantizer, and ca
 What the adapter supplies: the tensors (golden codes viewed as float8_e4m3fn, scales and
 bias copied into Quark's parameters and buffers); nothing numeric.
 
-Only float32 outputs run: in bf16/fp16 Quark computes x / scale, the dequantized weight
-and the fake-quantized input in that dtype, i.e. operands rounded to 8 or 11 bits before
-the matmul, which the linear suite's bounds (exact operands, output roundings only) do not
-model yet; those cases skip with that reason.
+Output dtypes: Quark computes in the input's dtype. In bf16/fp16 it rounds the
+dequantized weight (code * scale) and the fake-quantized input to that dtype, and casts a
+per-channel scale itself to it (`scale.to(inputs_dtype)`), so operands are exact only when
+the scales are powers of two. The linear suite's bounds assume exact operands, so bf16/fp16
+run only for per-tensor weights, whose scales in the harness's goldens are powers of two
+(a golden with other scales would show up as failures, not pass silently); per-channel
+weights run in float32 and skip bf16/fp16 with that reason.
 """
 
 from __future__ import annotations
@@ -42,7 +45,11 @@ FP8_LINEAR_SCHEMES: tuple[str, ...] = (
     "fp8_w_per_channel_a_static",
     "fp8_per_channel",
 )
-OUT_DTYPES: tuple[torch.dtype, ...] = (torch.float32,)
+# Output dtypes per weight-scale granularity (see the module docstring for why).
+OUT_DTYPES: dict[str, tuple[torch.dtype, ...]] = {
+    "per_tensor": (torch.float32, torch.bfloat16, torch.float16),
+    "per_row": (torch.float32,),
+}
 
 
 def _quark_spec(spec: QuantSpec, dynamic: bool) -> FP8E4M3PerTensorSpec | FP8E4M3PerChannelSpec:
@@ -87,8 +94,9 @@ class QuarkFP8LinearPath(LinearPathBase):
         return "quark QParamsLinear._forward_generic"
 
     def numerics(self, scheme: Scheme, problem: LinearProblem) -> Numerics:
-        """float32 only: the operands and the sum are float32, and nothing rounds after."""
-        return Numerics(out_dtype=problem.out_dtype, operand_dtype=torch.float32)
+        """Operands in the output dtype (exact for the power-of-two per-tensor scales that
+        run in bf16/fp16; float32 otherwise), a float32 sum, one rounding to the output."""
+        return Numerics(out_dtype=problem.out_dtype, operand_dtype=problem.out_dtype)
 
     def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
         if scheme.name not in FP8_LINEAR_SCHEMES:
@@ -96,10 +104,11 @@ class QuarkFP8LinearPath(LinearPathBase):
                 f"{self.name}: FP8 e4m3fn per-tensor/per-channel schemes only "
                 f"({', '.join(FP8_LINEAR_SCHEMES)}), not {scheme.name}"
             )
-        if problem.out_dtype not in OUT_DTYPES:
+        if problem.out_dtype not in OUT_DTYPES[scheme.weight.granularity]:
             return Support.no(
-                f"{self.name}: float32 only; in {problem.out_dtype} Quark rounds both operands "
-                "to that dtype before the matmul, which the suite's bounds do not model yet"
+                f"{self.name}: per-channel weights in float32 only; in {problem.out_dtype} "
+                "Quark casts the per-channel scales and both operands to that dtype before the "
+                "matmul, which the suite's bounds (exact operands) do not model"
             )
         if platform.device != "cpu":
             return Support.no(f"{self.name}: CPU only (on ROCm Quark takes torch._scaled_mm)")
