@@ -65,16 +65,18 @@ COMPUTE_DTYPES: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float32)
 
 @cache
 def fp8_refusal() -> str:
-    """Why FP8 schemes with float32 scales do not run: torchao's float8 inference config,
-    asked to quantize a tiny bf16 linear here, says so itself (on CPU it asserts a CUDA
-    SM89+/MI300+/XPU device). Its tensor-level `Float8Tensor` linear asserts a
-    ``scaled_mm_config`` the CPU path never sets, so there is no lower-level route either."""
+    """Why FP8 schemes with float32 scales do not run here: they are torchao's float8
+    recipe, not MX; `torchao_float8_linear` runs them from its tensor-level pieces, because
+    its float8 inference config, asked to quantize a tiny bf16 linear here, refuses (on CPU
+    it asserts a CUDA SM89+/MI300+/XPU device); the refusal is quoted."""
     layer = torch.nn.Linear(MX_BLOCK, MX_BLOCK, dtype=torch.bfloat16)
     try:
         quantize_(layer, Float8DynamicActivationFloat8WeightConfig(granularity=PerRow()))
     except Exception as exc:  # the refusal is the reason shown
-        return f"torchao Float8DynamicActivationFloat8WeightConfig refuses this platform: {exc}"
-    return "torchao's float8 config runs here, but this path drives only its MX linear"
+        refusal = f"its Float8DynamicActivationFloat8WeightConfig refuses this platform: {exc}"
+    else:
+        refusal = "its Float8DynamicActivationFloat8WeightConfig runs here"
+    return f"torchao MX linear: FP8 with float32 scales is torchao_float8_linear's ({refusal})"
 
 
 def _mx_spec_problem(spec: QuantSpec | None, role: str) -> str:
