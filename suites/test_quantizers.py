@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from fnmatch import fnmatch
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ import torch
 from harness.core.quantize import QuantizedTensor, scale_from_stored
 from harness.core.schemes import SCHEMES, QuantSpec, get_scheme, mx_spec
 from harness.linear.cases import LINEAR_SHAPES, golden_entry, golden_inputs, shape_id
+from harness.paths.base import known_finding
 from harness.quantizers import engine_of, get_quantizer, quantizers
 from harness.quantizers.base import shape_support
 from harness.quantizers.expect import code_and_scale_mismatches, expectation, expected_spec
@@ -118,12 +118,6 @@ def _run(quantizer: str, spec: QuantSpec, x: torch.Tensor, scale: torch.Tensor |
     return q.quantize(x, spec, scale)
 
 
-def _known_finding(quantizer: str, case_id: str) -> str | None:
-    """The adapter's write-up of a finding this case reproduces (``known_findings``), if any."""
-    findings: dict[str, str] = getattr(get_quantizer(quantizer), "known_findings", {})
-    return next((text for pattern, text in findings.items() if fnmatch(case_id, pattern)), None)
-
-
 def _check(
     case_id: str,
     quantizer: str,
@@ -145,7 +139,7 @@ def _check(
         f"{len(names)}/{codes_wrong.numel()} tiles differ ({int(scales_wrong.sum())} in the "
         f"scale, {int(codes_wrong.sum())} in element codes); first: {', '.join(names[:SHOWN])}"
     )
-    finding = _known_finding(quantizer, case_id)
+    finding = known_finding(get_quantizer(quantizer), case_id)
     if finding is not None and names:
         # A documented engine finding (docs/ENGINES.md) that this case reproduces: recorded as
         # xfail with its mismatches, so it is counted and reported but does not fail the stage.

@@ -9,8 +9,7 @@ One vocabulary for both:
   derive their error bounds from this declaration and nothing else.
 - `PathBase` (and `LinearPathBase`): the defaults every built-in path inherits:
   ``is_reference``, ``uses_capabilities``, ``kernel_name``, ``conventions`` and, for
-  linear paths, the
-  numerics of a path that rounds once.
+  linear paths, the numerics of a path that rounds once.
 - `LinearPath`: the runtime protocol a linear path satisfies (``name``, ``supports``,
   ``forward``); MoE's is `harness.moe.paths.base.MoEPath`.
 - `KernelContract`: what a native kernel states it can run (``accepts``, from QuantSpec
@@ -20,8 +19,8 @@ One vocabulary for both:
 
 Plugins from entry points need not inherit `PathBase`: an object with ``name``,
 ``supports`` and ``forward`` is a valid linear path. The helpers at the end of this
-module (`is_reference`, `path_conventions`, `uses_capabilities`, `kernel_name`,
-`linear_numerics`) read the optional members with `PathBase`'s defaults; they are the one
+module (`is_reference`, `path_conventions`, `known_finding`, `uses_capabilities`,
+`kernel_name`, `linear_numerics`) read the optional members with `PathBase`'s defaults; they are the one
 place that does.
 """
 
@@ -258,14 +257,6 @@ def layer_under_conventions(layer: QuantizedLinear, conventions: frozenset[str])
     return layer if scheme is layer.scheme else replace(layer, scheme=scheme)
 
 
-def known_finding(path: object, case_id: str) -> str | None:
-    """The path's write-up of an engine finding this case reproduces (``known_findings``:
-    case-id pattern -> text, as quantizer adapters declare them), if any; the suites then
-    record the case as xfail with that text when it fails."""
-    findings: dict[str, str] = dict(getattr(path, "known_findings", {}))
-    return next((text for pattern, text in findings.items() if fnmatch(case_id, pattern)), None)
-
-
 def uses_capabilities(path: object) -> frozenset[str]:
     """The capability probes a path says it dispatches to (default none)."""
     return frozenset(getattr(path, "uses_capabilities", frozenset()))
@@ -298,3 +289,14 @@ def linear_numerics(path: LinearPath, scheme: Scheme, problem: LinearProblem) ->
 def output_roundings(path: LinearPath, scheme: Scheme, problem: LinearProblem) -> int:
     """How many times ``path`` rounds to the output dtype (see `linear_numerics`)."""
     return linear_numerics(path, scheme, problem).output_roundings
+
+
+def known_finding(plugin: object, case_id: str) -> str | None:
+    """The write-up of a documented engine finding that case ``case_id`` reproduces, if any.
+
+    Engine adapters (paths and quantizers) may declare ``known_findings``: fnmatch patterns
+    over their suite's case ids -> the finding's text (docs/ENGINE-FINDINGS.md). A case that
+    matches and fails is recorded as an xfail with that text; one that matches and passes
+    passes (findings can depend on the data)."""
+    findings: dict[str, str] = getattr(plugin, "known_findings", None) or {}
+    return next((text for pattern, text in findings.items() if fnmatch(case_id, pattern)), None)

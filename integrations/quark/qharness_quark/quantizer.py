@@ -54,6 +54,16 @@ class RealQuantizeMXFPQuantizer:
             return Support.no(f"{self.name}: floor scales only, not {spec.scale_rounding}")
         return Support.yes()
 
+    def supports_shape(self, spec: QuantSpec, shape: tuple[int, ...]) -> Support:
+        # real_quantize_mxfp asserts "input_tensor.shape[-1] % 32 == 0": no partial MX
+        # block (a limit of the API, not a numeric finding)
+        if shape[-1] % MX_BLOCK:
+            return Support.no(
+                f"{self.name}: K={shape[-1]} is not a multiple of {MX_BLOCK} "
+                "(real_quantize_mxfp asserts whole MX blocks)"
+            )
+        return Support.yes()
+
     def quantize(
         self, x: torch.Tensor, spec: QuantSpec, scale: torch.Tensor | None = None
     ) -> QuantizedTensor:

@@ -1,0 +1,124 @@
+"""Quark's imported FP8 linear (`QParamsLinear`, CPU) as a qharness linear path.
+
+What runs is Quark's: a `QParamsLinear` built by its import builder from a `QLayerConfig`
+(FP8 e4m3fn weight, static; input static per tensor or dynamic per token) holds the
+checkpoint's float8 weight, weight scale, input scale and bias as Quark loads them, and its
+forward on CPU (`_forward_generic`; the `torch._scaled_mm` branch is ROCm-only)
+dequantizes the weight (`quark.torch.kernel.dequantize`), fake-quantizes the input with its
+static scale (`scaled_fake_quantize`) or its dynamic per-token quantizer, and calls
+``F.linear`` in the input's dtype.
+
+What the adapter supplies: the tensors (golden codes viewed as float8_e4m3fn, scales and
+bias copied into Quark's parameters and buffers); nothing numeric.
+
+Output dtypes: Quark computes in the input's dtype. In bf16/fp16 it rounds the
+dequantized weight (float32 code * scale) to that dtype, computes the input's x / scale in
+it, and its per-channel fake-quantize casts the scales themselves to it
+(`scale.to(inputs_dtype)`); all of that is exact only for power-of-two scales (as the
+per-tensor scales of the harness's goldens are: those cases match bit for bit).
+Per-channel schemes in bf16/fp16 are a known finding (docs/ENGINE-FINDINGS.md): their
+cases run and are recorded as xfail with it.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+from quark.torch.export.nn.modules.qparamslinear import QParamsLinear
+from quark.torch.quantization.config.config import (
+    FP8E4M3PerChannelSpec,
+    FP8E4M3PerTensorSpec,
+    QLayerConfig,
+)
+
+from harness.core.quantize import QuantizedLinear
+from harness.core.schemes import Scheme
+from harness.core.spec import QuantSpec
+from harness.paths.base import LinearPathBase, LinearProblem, Numerics, Support
+from harness.platform.info import PlatformInfo
+from qharness_quark import ENGINE
+
+# The schemes Quark's imported linear runs here: FP8 e4m3fn weights per tensor or per
+# channel (static, as QParamsLinear requires) with a static per-tensor input scale or a
+# dynamic per-token one (Quark's per-channel input quantizer, ch_axis 0 of [M, K]).
+FP8_LINEAR_SCHEMES: tuple[str, ...] = (
+    "fp8_per_tensor",
+    "fp8_w_per_channel_a_static",
+    "fp8_per_channel",
+)
+MODEL_DTYPE_OPERANDS = (
+    "Quark QParamsLinear on CPU computes in the model dtype: the dequantized weight (float32 "
+    "code * per-channel scale) is rounded to bf16/fp16 and the per-token input fake-quantize "
+    "casts its scales to that dtype (scale.to(inputs_dtype)), so operands are off by up to "
+    "2^-9/2^-12 relative where an FP8 GEMM applies float32 scales to exact products"
+)
+
+
+def _quark_spec(spec: QuantSpec, dynamic: bool) -> FP8E4M3PerTensorSpec | FP8E4M3PerChannelSpec:
+    if spec.granularity == "per_row":
+        return FP8E4M3PerChannelSpec(ch_axis=0, is_dynamic=dynamic)
+    return FP8E4M3PerTensorSpec(is_dynamic=dynamic)
+
+
+def quark_linear(layer: QuantizedLinear) -> QParamsLinear:
+    """The checkpoint's layer as Quark's import builds and loads it."""
+    scheme = layer.scheme
+    act = scheme.activation
+    if act is None or (layer.input_scale is None) != act.dynamic:
+        raise ValueError(f"{scheme.name}: Quark's imported linear needs an input quantizer")
+    n, k = layer.weight.codes.shape
+    config = QLayerConfig(
+        weight=_quark_spec(scheme.weight, dynamic=False).to_quantization_spec(),
+        input_tensors=_quark_spec(act, dynamic=act.dynamic).to_quantization_spec(),
+    )
+    shell = torch.nn.Linear(k, n, bias=layer.bias is not None, device="meta")
+    linear = QParamsLinear(shell, custom_mode="quark", pack_method="reorder", quant_config=config)
+    state = {
+        "weight": layer.weight.codes.view(torch.float8_e4m3fn),
+        "weight_quantizer.scale": layer.weight.scale.reshape(linear.weight_quantizer.scale.shape),
+    }
+    if layer.input_scale is not None:
+        shape = linear.input_quantizer.scale.shape
+        state["input_quantizer.scale"] = layer.input_scale.reshape(shape)
+    if layer.bias is not None:
+        state["bias"] = layer.bias.float()
+    linear.load_state_dict(state, assign=True)
+    return linear.eval()
+
+
+class QuarkFP8LinearPath(LinearPathBase):
+    """Quark's `QParamsLinear` forward on CPU (dequantize, fake-quantize input, F.linear)."""
+
+    name = "quark_qparams_linear"
+    engine = ENGINE
+    known_findings: ClassVar[dict[str, str]] = {
+        f"{scheme}-quark_qparams_linear-*-{dtype}": MODEL_DTYPE_OPERANDS
+        for scheme in ("fp8_per_channel", "fp8_w_per_channel_a_static")
+        for dtype in ("bf16", "fp16")
+    }
+
+    def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
+        return "quark QParamsLinear._forward_generic"
+
+    def numerics(self, scheme: Scheme, problem: LinearProblem) -> Numerics:
+        """Operands in the output dtype (exact in float32, and in bf16/fp16 for power-of-two
+        scales; per-channel bf16/fp16 is the known finding), float32 sum, one rounding."""
+        return Numerics(out_dtype=problem.out_dtype, operand_dtype=problem.out_dtype)
+
+    def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
+        if scheme.name not in FP8_LINEAR_SCHEMES:
+            return Support.no(
+                f"{self.name}: FP8 e4m3fn per-tensor/per-channel schemes only "
+                f"({', '.join(FP8_LINEAR_SCHEMES)})"
+            )
+        if platform.device != "cpu":
+            return Support.no(f"{self.name}: CPU only (on ROCm Quark takes torch._scaled_mm)")
+        return Support.yes()
+
+    def forward(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
+    ) -> torch.Tensor:
+        with torch.no_grad():
+            y: torch.Tensor = quark_linear(layer)(x.to(out_dtype))
+        return y
