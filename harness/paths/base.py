@@ -20,8 +20,8 @@ One vocabulary for both:
 Plugins from entry points need not inherit `PathBase`: an object with ``name``,
 ``supports`` and ``forward`` is a valid linear path. The helpers at the end of this
 module (`is_reference`, `path_conventions`, `known_finding`, `uses_capabilities`,
-`kernel_name`, `linear_numerics`) read the optional members with `PathBase`'s defaults; they are the one
-place that does.
+`kernel_name`, `linear_numerics`) read the optional members with `PathBase`'s defaults;
+they are the one place that does.
 """
 
 from __future__ import annotations
