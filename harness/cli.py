@@ -52,7 +52,7 @@ def platform_report() -> dict[str, Any]:
     """Platform, probed capabilities vs expectations, and the native support matrix."""
     from harness.linear.matrix import linear_dispatch_report, support_matrix
     from harness.moe.dispatch_report import moe_dispatch_report
-    from harness.platform.capabilities import capabilities, expected
+    from harness.platform.capabilities import capabilities, expected, expected_key
     from harness.platform.info import detect
 
     info = detect()
@@ -65,6 +65,7 @@ def platform_report() -> dict[str, Any]:
             for name, c in caps.items()
         },
         "expected_missing": sorted(n for n in exp if not caps[n].available),
+        "expected_row": expected_key(info),
         "support": support_matrix(info),
         "linear_dispatch": linear_dispatch_report(info),
         "moe_dispatch": moe_dispatch_report(info),
@@ -81,7 +82,7 @@ def cmd_platform(args: argparse.Namespace) -> int:
     print(f"arch         {p['arch']}  {p['name']}")
     print(f"torch        {p['torch_version']}  cuda={p['cuda_version']}  hip={p['hip_version']}")
     print(f"fp8 dtype    {p['fp8_dtype']}")
-    print("\ncapabilities (probed by running tiny ops)")
+    print(f"\ncapabilities (tiny ops run here; expected: row {report['expected_row']!r})")
     for name, c in report["capabilities"].items():
         mark = "yes" if c["available"] else "no "
         exp = "expected" if c["expected"] else ""

@@ -80,10 +80,13 @@ _FP8_FNUZ_MM = frozenset({"scaled_mm.tensorwise.e4m3fnuz", "scaled_mm.rowwise.e4
 # Block-scaled FP8 (1x128 x 128x128) on sm_90 depends on the cuBLAS version (12.9+) and
 # MX on gfx950 on the hipBLASLt build, so those stay probe-only; MX is cuBLAS's on sm_100.
 _MX_MM = frozenset({"scaled_mm.mx.e4m3fn", "scaled_mm.mx.e2m1"})
+_CPU = frozenset({"scaled_mm.fp32_out_bias", "grouped_mm.bf16"})
 EXPECTED: dict[str, frozenset[str]] = {
-    # torch >= 2.13 CPU builds run both FP8 flavours tensor-wise and row-wise, and the bf16
-    # grouped GEMM (MoE) with an empty group.
-    "cpu": _FP8_FN_MM | _FP8_FNUZ_MM | {"scaled_mm.fp32_out_bias", "grouped_mm.bf16"},
+    # torch >= 2.13 CPU builds run the bf16 grouped GEMM (MoE) with an empty group and FP8
+    # `_scaled_mm` tensor-wise and row-wise in one of two kernels (see `cpu_scaled_mm_kernel`):
+    # its reference kernel takes both FP8 flavours, oneDNN (AMX-INT8 CPUs) has no e4m3fnuz.
+    "cpu": _CPU | _FP8_FN_MM | _FP8_FNUZ_MM,
+    "cpu+onednn": _CPU | _FP8_FN_MM,
     "sm_89": _FP8_FN_MM,
     "sm_90": _FP8_FN_MM,
     "sm_100": _FP8_FN_MM | _MX_MM,
@@ -92,8 +95,22 @@ EXPECTED: dict[str, frozenset[str]] = {
 }
 
 
+def cpu_scaled_mm_kernel() -> str:
+    """Which kernel torch's CPU `_scaled_mm` runs: "onednn" where mkldnn is enabled and the
+    CPU has AMX-INT8 (aten's `_scaled_mm_out_cpu` tests exactly that), else "reference"."""
+    amx_int8 = bool(torch.cpu.get_capabilities().get("amx_int8", False))
+    onednn = bool(torch._C._has_mkldnn) and torch.backends.mkldnn.enabled
+    return "onednn" if onednn and amx_int8 else "reference"
+
+
+def expected_key(platform: PlatformInfo) -> str:
+    """The `EXPECTED` row of a platform: its `platform_key`, and on CPU which FP8 kernel."""
+    key = platform_key(platform)
+    return "cpu+onednn" if key == "cpu" and cpu_scaled_mm_kernel() == "onednn" else key
+
+
 def expected(platform: PlatformInfo) -> frozenset[str]:
-    return EXPECTED.get(platform_key(platform), frozenset())
+    return EXPECTED.get(expected_key(platform), frozenset())
 
 
 # ---------------------------------------------------------------------------- probes

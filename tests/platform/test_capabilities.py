@@ -72,3 +72,22 @@ def test_fp8_probe_answer_is_independent_of_torch_decoding() -> None:
     # The probes compare against small-integer products computed without any FP8 decoding.
     assert torch.equal(capabilities._PROBE_PRODUCT, capabilities._PROBE_PRODUCT.round())
     assert capabilities._PROBE_PRODUCT.abs().max() < 256  # exact in bf16
+
+
+def test_cpu_expectations_follow_the_kernel_torch_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # aten's CPU _scaled_mm runs oneDNN when mkldnn is enabled on an AMX-INT8 CPU, else its
+    # reference kernel; only the reference kernel takes e4m3fnuz, so only it is held to it.
+    cpu = detect()
+    fnuz = "scaled_mm.tensorwise.e4m3fnuz"
+    with torch.backends.mkldnn.flags(enabled=False):
+        assert capabilities.cpu_scaled_mm_kernel() == "reference"
+        assert capabilities.expected_key(cpu) == "cpu"
+        assert fnuz in capabilities.expected(cpu)
+        capabilities.PROBES[fnuz](torch.device("cpu"))  # the reference kernel does run it
+    if torch.backends.mkldnn.is_available():
+        flags = {**torch.cpu.get_capabilities(), "amx_int8": True}
+        monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: flags)
+        with torch.backends.mkldnn.flags(enabled=True):
+            assert capabilities.expected_key(cpu) == "cpu+onednn"
+            assert fnuz not in capabilities.expected(cpu)
+            assert "scaled_mm.tensorwise.e4m3fn" in capabilities.expected(cpu)
