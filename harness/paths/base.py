@@ -19,9 +19,9 @@ One vocabulary for both:
 
 Plugins from entry points need not inherit `PathBase`: an object with ``name``,
 ``supports`` and ``forward`` is a valid linear path. The helpers at the end of this
-module (`is_reference`, `path_conventions`, `known_finding`, `uses_capabilities`,
-`kernel_name`, `linear_numerics`) read the optional members with `PathBase`'s defaults;
-they are the one place that does.
+module (`is_reference`, `path_conventions`, `known_finding`, `activation_in_model_dtype`,
+`uses_capabilities`, `kernel_name`, `linear_numerics`) read the optional members with
+`PathBase`'s defaults; they are the one place that does.
 """
 
 from __future__ import annotations
@@ -255,6 +255,14 @@ def layer_under_conventions(layer: QuantizedLinear, conventions: frozenset[str])
     `emulated` runs when compared with a path that declares them)."""
     scheme = with_activation_conventions(layer.scheme, conventions)
     return layer if scheme is layer.scheme else replace(layer, scheme=scheme)
+
+
+def activation_in_model_dtype(path: object) -> str:
+    """Why the path hands its engine the activation in the model (output) dtype, as the
+    engine's own layers receive it, or "" (default): the path takes float32 values as they
+    are. The float32-activation suite skips such a path with this reason, since rounding to
+    the model dtype happens before the engine's layer and is then not the path's to check."""
+    return str(getattr(path, "activation_in_model_dtype", ""))
 
 
 def uses_capabilities(path: object) -> frozenset[str]:

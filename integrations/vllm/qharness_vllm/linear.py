@@ -4,15 +4,27 @@ The path builds the layer the way vLLM's compressed-tensors FP8 scheme does
 (`CompressedTensorsW8A8Fp8`: ``create_weights``, the checkpoint tensors copied into its
 parameters, ``process_weights_after_loading``, ``apply_weights``) and so runs, on this
 CPU, the kernel vLLM's own selection picks (`init_fp8_linear_kernel` over
-``_POSSIBLE_FP8_KERNELS[CPU]``): without AMX that is `PerTensorTorchFP8ScaledMMLinearKernel`
-(``torch._scaled_mm`` with the bias fused, one rounding) for per-tensor weights and
-activations, and `ChannelWiseTorchFP8ScaledMMLinearKernel` (``torch._scaled_mm`` to float32,
-then ``* x_scale * w_scale.t() + bias`` in float32, one rounding to the output) otherwise.
-Activations are quantized by the kernel's own `QuantFP8` (``forward_native`` on CPU), from
-the activation as the harness holds it (float32 values; `QuantFP8` casts to float32 before
-it quantizes, so a bf16 model would quantize the same numbers). The layer is built for a
-model whose dtype is the case's output dtype, which is what sets the kernel's output dtype
-and the dtype vLLM holds the bias in.
+``_POSSIBLE_FP8_KERNELS[CPU]`` or ``_POSSIBLE_FP8_BLOCK_KERNELS[CPU]``), asked per problem
+(`kernel_choice`), never assumed:
+
+- without AMX tiles: `PerTensorTorchFP8ScaledMMLinearKernel` (``torch._scaled_mm`` with the
+  bias fused, one rounding) for per-tensor weights and activations,
+  `ChannelWiseTorchFP8ScaledMMLinearKernel` (``torch._scaled_mm`` to float32, then
+  ``* x_scale * w_scale.t() + bias`` in float32, one rounding to the output) otherwise, and
+  no kernel for 128x128 blocks;
+- with AMX tiles but without AMX-FP8: `CPUFp8PerTensorScaledMMLinearKernel` for per-tensor
+  layers with N % 32 == 0 and bf16/float32 models, `CPUFp8BlockScaledMMKernel` for
+  128x128 blocks (bf16/float32 models), the torch kernels for the rest. Both AMX kernels
+  call ``fp8_scaled_mm_cpu``, which leaves the activation unquantized and rounds the
+  dequantized weight to bf16, takes only bf16/fp16 activations, and aborts the process on
+  some shapes: known findings (docs/ENGINE-FINDINGS.md), the aborting shapes skipped
+  (`aborts`);
+- with AMX-FP8 (not tried): `CPUFP8W8A8ScaledMMLinearKernel` / `CPUFp8W8A8BlockScaledMMKernel`.
+
+The torch kernels quantize the activation with their own `QuantFP8` (``forward_native`` on
+CPU). The layer is built for a model whose dtype is the case's output dtype, which sets the
+kernel's output dtype and the dtype vLLM holds the bias in, and it is handed the activation
+in that dtype, as a vLLM model's layers are (`VllmFp8LinearPath.forward`).
 
 Which harness scheme maps to which vLLM configuration is the explicit table `RUNS`;
 every other registered scheme is in `NOT_RUN` with the reason it skips. A scheme in
@@ -266,6 +278,48 @@ _NARROW_0D = (
 )
 
 
+# docs/ENGINE-FINDINGS.md: the AMX kernels vLLM selects on a CPU with AMX tiles but no AMX-FP8
+_AMX_W8A16 = (
+    "FP8 W8A8 run as W8A16 on a CPU with AMX tiles and without AMX-FP8: vLLM selects "
+    "CPUFp8PerTensorScaledMMLinearKernel (per-tensor, N % 32 == 0) or "
+    "CPUFp8BlockScaledMMKernel (128x128 blocks), whose fp8_scaled_mm_cpu leaves the "
+    "activation unquantized (the checkpoint's activation scheme is ignored) and rounds "
+    "code * scale to bf16: the output is bf16(x @ bf16(W)^T), not the W8A8 product"
+)
+_AMX_FP32 = (
+    "float32 model on a CPU with AMX tiles and without AMX-FP8: vLLM selects "
+    "CPUFp8PerTensorScaledMMLinearKernel or CPUFp8BlockScaledMMKernel (their can_implement "
+    "accepts float32 output), whose fp8_scaled_mm_cpu raises 'expect A to be bfloat16 or half'"
+)
+_AMX_K32 = (
+    "K not a multiple of 32 on a CPU with AMX tiles: vLLM selects CPUFp8BlockScaledMMKernel "
+    "(can_implement checks the block shape only), whose load step convert_weight_packed "
+    "raises 'invalid weight input features K'"
+)
+_AMX_ABORT = (
+    "aborts the process, so it is not run: on a CPU with AMX tiles vLLM selects "
+    "CPUFp8BlockScaledMMKernel for N % 32 != 0, and fp8_scaled_mm_cpu with M <= 4 (no "
+    "brgemm) throws 'Unexpected block size' inside an OpenMP region (std::terminate); "
+    "docs/ENGINE-FINDINGS.md, tests/paths/test_vllm_linear.py reproduces it in a subprocess"
+)
+# The kernel vLLM selects and the problems whose fp8_scaled_mm_cpu call takes the process
+# down (gemm_fp8.cpp: can_use_brgemm<Float8_e4m3fn>(M) is M > 4; the tinygemm fallback
+# tiles N in 32s and has no remainder case). Problems that raise first do not get there:
+# K % 32 != 0 raises at load, a float32 activation at the op's dtype check.
+ABORTING_KERNEL = "CPUFp8BlockScaledMMKernel"
+
+
+def aborts(kernel: str, problem: LinearProblem) -> bool:
+    """Whether vLLM's kernel would abort the process (not raise) on this problem."""
+    return (
+        kernel == ABORTING_KERNEL
+        and problem.out_dtype in (torch.bfloat16, torch.float16)
+        and problem.k % 32 == 0
+        and problem.n % 32 != 0
+        and problem.m <= 4
+    )
+
+
 class VllmFp8LinearPath(LinearPathBase):
     """vLLM's compressed-tensors FP8 linear scheme and the CPU kernel vLLM selects."""
 
@@ -273,23 +327,44 @@ class VllmFp8LinearPath(LinearPathBase):
     engine = ENGINE
     # QuantFP8.forward_native: scale floor 1/(fp8_max*512) on computed scales, x * (1/scale)
     conventions = frozenset({"min_scale_1_over_512max", "reciprocal_scale"})
+    activation_in_model_dtype = (
+        "vLLM hands a layer its activation in the model dtype (a bf16 model's layers never "
+        "see float32 values; the AMX kernels take their output dtype from the activation's)"
+    )
     known_findings: ClassVar[dict[str, str]] = {
         # test_linear ids, then test_loaded_layer_output ids (scheme-case-flavour-loader-path)
         "fp8_w_per_channel_a_static-vllm_fp8_linear-*": _NARROW_0D,
         "fp8_w_per_channel_a_static-*-vllm_fp8_linear-*": _NARROW_0D,
+        # AMX (tiles, no AMX-FP8) only: where vLLM selects the torch kernels these pass.
+        # test_linear: N % 32 == 0 only in 8x128x256; first match wins (K % 32 before dtype).
+        "fp8_per_tensor-vllm_fp8_linear-8x128x256-*-bf16": _AMX_W8A16,
+        "fp8_per_tensor-vllm_fp8_linear-8x128x256-*-fp32": _AMX_FP32,
+        "fp8_per_block-vllm_fp8_linear-*x176-*": _AMX_K32,
+        "fp8_per_block-vllm_fp8_linear-*-bf16": _AMX_W8A16,
+        "fp8_per_block-vllm_fp8_linear-*-fp32": _AMX_FP32,
+        # test_loaded_layer_output (bf16, N % 32 == 0)
+        "fp8_per_tensor-*-vllm_fp8_linear-*": _AMX_W8A16,
+        "fp8_per_block-*-vllm_fp8_linear-*": _AMX_W8A16,
+        # test_special_values (float32 output, 4x128x256)
+        **{
+            f"{scheme}-vllm_fp8_linear-{kind}": _AMX_FP32
+            for scheme in ("fp8_per_tensor", "fp8_per_block")
+            for kind in ("nan", "pos_inf", "neg_inf")
+        },
     }
 
     def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
         return kernel_choice(scheme.name, 128, 256, torch.bfloat16)[0] or self.name
 
     def numerics(self, scheme: Scheme, problem: LinearProblem) -> Numerics:
-        """Both CPU kernels round to the output dtype once, after the bias.
+        """Both torch kernels round to the output dtype once, after the bias.
 
         Per-tensor: torch._scaled_mm with the bias passed in (fused, as harness's native
         tensorwise mode). Channel-wise: the float32 product, two float32 scale multiplies
         and the float32 bias add (epilogue_roundings=2, plus the bias add, which the
         accumulation interval's K + 3 float32 roundings per term cover), then one
-        ``.to(out_dtype)``.
+        ``.to(out_dtype)``. The AMX kernels' W8A16 arithmetic is not this scheme's: it is a
+        known finding, not a declaration.
         """
         config = RUNS.get(scheme.name)
         channel = config is not None and config.strategy == QuantizationStrategy.CHANNEL
@@ -308,6 +383,8 @@ class VllmFp8LinearPath(LinearPathBase):
         kernel, reason = kernel_choice(scheme.name, problem.n, problem.k, problem.out_dtype)
         if not kernel:
             return Support.no(f"{self.name}: vLLM selects no CPU kernel here: {reason}")
+        if aborts(kernel, problem):
+            return Support.no(f"{self.name}: {_AMX_ABORT}")
         return Support.yes()
 
     def forward(
@@ -315,6 +392,8 @@ class VllmFp8LinearPath(LinearPathBase):
     ) -> torch.Tensor:
         with vllm_config(out_dtype):
             vs, module = build_layer(layer, out_dtype)
-            # vLLM holds the bias as a parameter of the model's dtype and passes it on.
+            # vLLM holds the bias as a parameter of the model's dtype and passes it on; the
+            # activation reaching a layer is the model's dtype too (the AMX kernels take
+            # their output dtype from it and accept only bf16/fp16 activations).
             bias = None if layer.bias is None else layer.bias.to(out_dtype)
-            return vs.apply_weights(module, x, bias)
+            return vs.apply_weights(module, x.to(out_dtype), bias)
