@@ -10,7 +10,9 @@ over memory each:
   even at the format's mantissa width by add-and-shift on the float32 bits (normal range), or
   by one float32 addition of a power of two whose ULP is the format's smallest subnormal
   (subnormal range: IEEE addition rounds to nearest even). Sign, NaN and FNUZ's missing -0
-  are patched in place afterwards, as the reference defines them.
+  are patched in place afterwards, as the reference defines them. FP8 formats, which torch
+  has dtypes for, take torch's own cast after the same clamp instead (same codes, fewer
+  operations per element; only NaN is patched).
 - E8M0 scales: the float32 exponent field of the block's amax, moved by the mode's rule.
 - decode: one gather from the format's 256-entry value table with int32 indices.
 
