@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
@@ -42,7 +42,12 @@ _PLUGIN_NAMES = frozenset({"qharness", "harness.plugin"})
 # Fixture types, for the suites' signatures.
 RecordResult = Callable[..., None]
 MeasureMemory = Callable[[], AbstractContextManager["PeakMeasurement"]]
-RecordChecks = Callable[..., None]  # (results, known_finding: str | None = None)
+
+
+class RecordChecks(Protocol):
+    """The ``record_checks`` fixture's signature."""
+
+    def __call__(self, checks: Iterable[CheckResult], known_finding: str | None = None) -> None: ...
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
