@@ -36,6 +36,7 @@ from harness.core.formats import (
     Specials,
     decode,
     e8m0_decode,
+    e8m0_encode,
     encode,
     get_format,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "decode_fast",
     "divide_and_encode",
     "e8m0_codes_fast",
+    "e8m0_encode_fast",
     "encode_fast",
     "encode_scaled",
     "encoder",
@@ -54,6 +56,8 @@ __all__ = [
 _F32_MANT_BITS = 23
 _F32_ABS_MASK = 0x7FFFFFFF
 _F32_INF_BITS = 0x7F800000
+_SIGN_AND_MANTISSA = -0x7F800001  # 0x807FFFFF as an int32
+_F32_TWO_POW_M127_BITS = 0x00400000  # 2^-127, a float32 subnormal: E8M0 code 0
 _WIDENED_EXACTLY = (torch.float32, torch.bfloat16, torch.float16)
 
 
@@ -277,6 +281,21 @@ def e8m0_codes_of(amax: torch.Tensor, rule: E8M0Rule) -> torch.Tensor:
     code = torch.where(exp_field == 0xFF, E8M0_NAN_CODE, code)  # NaN or Inf in the block
     assert E8M0_BIAS == 127
     return code.to(torch.uint8)
+
+
+def e8m0_encode_fast(scales: torch.Tensor) -> torch.Tensor:
+    """`harness.core.formats.e8m0_encode` (lossless, raising on a non-E8M0 scale), bit for
+    bit, in a handful of integer passes: the code is the float32 exponent field (2^-127's
+    field is 0, NaN's 0xFF). Anything invalid is handed to the reference, which raises."""
+    if scales.dtype != torch.float32:
+        return e8m0_encode(scales)  # raises its TypeError
+    bits = scales.contiguous().view(torch.int32)
+    exp_field = bits >> _F32_MANT_BITS  # the sign is 0 wherever the value is valid
+    normal_pow2 = ((bits & _SIGN_AND_MANTISSA) == 0) & (exp_field >= 1) & (exp_field <= 254)
+    valid = normal_pow2 | (bits == _F32_TWO_POW_M127_BITS) | (scales != scales)
+    if not bool(valid.all()):
+        return e8m0_encode(scales)  # raises, naming the offending scales
+    return (exp_field & 0xFF).to(torch.uint8).reshape(scales.shape)
 
 
 def e8m0_scale_fast(amax: torch.Tensor, mode: str, fmt: ElementFormat | str) -> torch.Tensor:

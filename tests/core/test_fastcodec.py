@@ -19,8 +19,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.core.fastcodec import decode_fast, e8m0_codes_fast, encode_fast, pack_fp4_fast
-from harness.core.formats import FORMATS, decode, e8m0_decode, encode, pack_fp4
+from harness.core.fastcodec import (
+    decode_fast,
+    e8m0_codes_fast,
+    e8m0_encode_fast,
+    encode_fast,
+    pack_fp4_fast,
+)
+from harness.core.formats import FORMATS, decode, e8m0_decode, e8m0_encode, encode, pack_fp4
 from harness.core.quantize import quantize
 from harness.core.scales import E8M0_MODES, compute_scale
 from harness.core.schemes import SCHEMES, QuantSpec
@@ -154,6 +160,44 @@ def _nan_aware_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(torch.equal(nan_a, nan_b)) and _same_bits(
         a.masked_fill(nan_a, 0), b.masked_fill(nan_b, 0)
     )
+
+
+def _float32(bits: list[int]) -> torch.Tensor:
+    return (
+        torch.tensor(bits, dtype=torch.int64).to(torch.uint32).view(torch.int32).view(torch.float32)
+    )
+
+
+def test_e8m0_encode_matches_reference_on_every_code_and_raises_where_it_raises() -> None:
+    # Every E8M0 value (255 powers of two, 2^-127 a float32 subnormal) and NaNs of both
+    # signs and several payloads: the same codes.
+    valid = torch.cat(
+        [
+            e8m0_decode(torch.arange(256, dtype=torch.uint8)),
+            _float32([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFFFFFFFF]),
+        ]
+    )
+    assert _same_bits(e8m0_encode_fast(valid), e8m0_encode(valid))
+    # Everything else the reference refuses, the fast encode refuses with its message: the
+    # structured sweep's values (every 61st, plus its specials) and each power of two's
+    # negative, its float32 neighbours, zeros, Inf and the subnormals beside 2^-127.
+    powers = e8m0_decode(torch.arange(255, dtype=torch.uint8)).view(torch.int32).long()
+    neighbours = torch.cat([powers - 1, powers + 1, powers | (1 << 31)]).tolist()
+    specials = [0, 1 << 31, 0x7F800000, 0xFF800000, 0x003FFFFF, 0x00400001, 0x00800000 - 1]
+    refused = 0
+    for x in [*SWEEP[::61].tolist(), *_float32(neighbours + specials).tolist()]:
+        one = torch.tensor([x], dtype=torch.float32)
+        try:
+            want = e8m0_encode(one)
+        except ValueError:
+            refused += 1
+            with pytest.raises(ValueError, match="are not E8M0 values"):
+                e8m0_encode_fast(one)
+            continue
+        assert _same_bits(e8m0_encode_fast(one), want), x
+    assert refused > 1000  # the loop above really saw the refusals it is about
+    with pytest.raises(TypeError):
+        e8m0_encode_fast(valid.double())
 
 
 @pytest.mark.parametrize("scheme_name", sorted(SCHEMES))
