@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import pytest
 
@@ -48,6 +48,14 @@ class RecordChecks(Protocol):
     """The ``record_checks`` fixture's signature."""
 
     def __call__(self, checks: Iterable[CheckResult], known_finding: str | None = None) -> None: ...
+
+
+def xfail_known(record_result: RecordResult, finding: str, detail: str) -> NoReturn:
+    """End the case as an xfail for a documented engine finding it reproduces
+    (`harness.paths.base.known_finding`): the finding is recorded on the case, so the
+    report counts and lists it, and ``detail`` says what happened this time."""
+    record_result(known_finding=finding)
+    pytest.xfail(f"known finding: {finding} | {detail}")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -252,8 +260,7 @@ def record_checks(record_result: RecordResult) -> RecordChecks:
         record_result(checks=dict(seen))
         summary = failure_summary(results)
         if summary is not None and known_finding is not None:
-            record_result(known_finding=known_finding)
-            pytest.xfail(f"known finding: {known_finding} | {summary}")
+            xfail_known(record_result, known_finding, summary)
         if summary is not None:
             pytest.fail(summary, pytrace=False)
 

@@ -27,6 +27,7 @@ from harness.paths.base import (
     output_roundings,
     path_conventions,
 )
+from harness.plugin import xfail_known
 from harness.store.golden import GoldenError
 
 
@@ -59,13 +60,6 @@ def test_quantize_matches_golden(
         assert bit_mismatches(stored, data.tensors[f"{key}.x_scale"]) == 0, "activation scales"
 
 
-def _xfail_known(finding: str, detail: str, record_result: Any) -> None:
-    # A documented engine finding (docs/ENGINE-FINDINGS.md) that this case reproduces: xfail,
-    # so it is counted and reported; a case that does not reproduce it runs every check.
-    record_result(known_finding=finding)
-    pytest.xfail(f"known finding: {finding} | {detail}")
-
-
 def _run(
     case: LinearCase, layer: Any, x: torch.Tensor, path_name: str, record_result: Any
 ) -> torch.Tensor:
@@ -76,7 +70,7 @@ def _run(
     except Exception as exc:
         finding = known_finding(path, case.id)
         if finding is not None:
-            _xfail_known(finding, f"{type(exc).__name__}: {exc}", record_result)
+            xfail_known(record_result, finding, f"{type(exc).__name__}: {exc}")
         pytest.fail(
             f"path {path_name!r} raised on {case.id}: {type(exc).__name__}: {exc}", pytrace=False
         )

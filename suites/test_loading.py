@@ -41,6 +41,7 @@ from harness.paths.base import (
     output_roundings,
     path_conventions,
 )
+from harness.plugin import xfail_known
 from harness.store.golden import GoldenError
 
 LOADERS = tuple(loaders())
@@ -133,8 +134,7 @@ def test_loaded_layer_output(
     except Exception as exc:
         if finding is None:
             raise
-        record_result(known_finding=finding)
-        pytest.xfail(f"known finding: {finding} | {type(exc).__name__}: {exc}")
+        xfail_known(record_result, finding, f"{type(exc).__name__}: {exc}")
     assert y.shape == (m, n), f"{p.path} returned shape {tuple(y.shape)}"
     assert y.dtype == OUT_DTYPE, f"{p.path} returned {y.dtype}"
 

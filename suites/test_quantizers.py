@@ -20,6 +20,7 @@ from harness.core.quantize import QuantizedTensor, scale_from_stored
 from harness.core.schemes import SCHEMES, QuantSpec, get_scheme, mx_spec
 from harness.linear.cases import LINEAR_SHAPES, golden_entry, golden_inputs, shape_id
 from harness.paths.base import known_finding
+from harness.plugin import xfail_known
 from harness.quantizers import engine_of, get_quantizer, quantizers
 from harness.quantizers.base import shape_support
 from harness.quantizers.expect import code_and_scale_mismatches, expectation, expected_spec
@@ -145,8 +146,7 @@ def _check(
         # xfail with its mismatches, so it is counted and reported but does not fail the stage.
         # Findings can depend on the data (a -0 appears or not), so a case that does not
         # reproduce one passes.
-        record_result(known_finding=finding)
-        pytest.xfail(f"known finding: {finding} | {message}")
+        xfail_known(record_result, finding, message)
     assert not names, message
 
 

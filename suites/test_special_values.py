@@ -30,6 +30,7 @@ from harness.linear.special_values import (
 )
 from harness.paths import get_path
 from harness.paths.base import known_finding
+from harness.plugin import xfail_known
 
 OUT_DTYPE = torch.float32
 E8M0_NAN = 0xFF
@@ -120,8 +121,7 @@ def test_special_values(
         except Exception as exc:
             finding = known_finding(path, case.id)  # an engine finding, counted as xfail
             if finding is not None:
-                record_result(known_finding=finding)
-                pytest.xfail(f"known finding: {finding} | {type(exc).__name__}: {exc}")
+                xfail_known(record_result, finding, f"{type(exc).__name__}: {exc}")
             pytest.fail(f"path {case.path!r} raised: {type(exc).__name__}: {exc}", pytrace=False)
 
     y, y_clean = run(inputs.special), run(inputs.clean)
