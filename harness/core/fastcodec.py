@@ -31,6 +31,7 @@ import torch
 from harness.core.formats import (
     E8M0_BIAS,
     E8M0_MAX_CODE,
+    E8M0_MIN_SCALE_BITS,
     E8M0_NAN_CODE,
     ElementFormat,
     Specials,
@@ -57,7 +58,6 @@ _F32_MANT_BITS = 23
 _F32_ABS_MASK = 0x7FFFFFFF
 _F32_INF_BITS = 0x7F800000
 _SIGN_AND_MANTISSA = -0x7F800001  # 0x807FFFFF as an int32
-_F32_TWO_POW_M127_BITS = 0x00400000  # 2^-127, a float32 subnormal: E8M0 code 0
 _WIDENED_EXACTLY = (torch.float32, torch.bfloat16, torch.float16)
 
 
@@ -291,8 +291,10 @@ def e8m0_encode_fast(scales: torch.Tensor) -> torch.Tensor:
         return e8m0_encode(scales)  # raises its TypeError
     bits = scales.contiguous().view(torch.int32)
     exp_field = bits >> _F32_MANT_BITS  # the sign is 0 wherever the value is valid
-    normal_pow2 = ((bits & _SIGN_AND_MANTISSA) == 0) & (exp_field >= 1) & (exp_field <= 254)
-    valid = normal_pow2 | (bits == _F32_TWO_POW_M127_BITS) | (scales != scales)
+    normal_pow2 = (
+        ((bits & _SIGN_AND_MANTISSA) == 0) & (exp_field >= 1) & (exp_field <= E8M0_MAX_CODE)
+    )
+    valid = normal_pow2 | (bits == E8M0_MIN_SCALE_BITS) | (scales != scales)
     if not bool(valid.all()):
         return e8m0_encode(scales)  # raises, naming the offending scales
     return (exp_field & 0xFF).to(torch.uint8).reshape(scales.shape)

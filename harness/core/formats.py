@@ -20,6 +20,7 @@ import torch
 __all__ = [
     "E8M0_BIAS",
     "E8M0_MAX_CODE",
+    "E8M0_MIN_SCALE_BITS",
     "E8M0_NAN_CODE",
     "FORMATS",
     "ElementFormat",
@@ -247,7 +248,7 @@ E8M0_MAX_CODE = 0xFE  # 2^127
 E8M0_NAN_CODE = 0xFF
 _F32_MANTISSA_BITS = 23
 _F32_QUIET_NAN_BITS = 0x7FC00000
-_F32_TWO_POW_M127_BITS = 1 << (_F32_MANTISSA_BITS - 1)  # 2^-127: subnormal, top mantissa bit
+E8M0_MIN_SCALE_BITS = 1 << (_F32_MANTISSA_BITS - 1)  # float32 bits of 2^-127 (code 0): subnormal
 
 
 def e8m0_decode(codes: torch.Tensor) -> torch.Tensor:
@@ -255,7 +256,7 @@ def e8m0_decode(codes: torch.Tensor) -> torch.Tensor:
     if codes.dtype != torch.uint8:
         raise TypeError(f"E8M0 codes must be uint8, got {codes.dtype}")
     c = codes.to(torch.int32)
-    bits = torch.where(c == 0, torch.full_like(c, _F32_TWO_POW_M127_BITS), c << _F32_MANTISSA_BITS)
+    bits = torch.where(c == 0, torch.full_like(c, E8M0_MIN_SCALE_BITS), c << _F32_MANTISSA_BITS)
     bits = torch.where(c == E8M0_NAN_CODE, torch.full_like(c, _F32_QUIET_NAN_BITS), bits)
     return bits.view(torch.float32)
 
@@ -274,7 +275,7 @@ def e8m0_encode(scales: torch.Tensor) -> torch.Tensor:
     mantissa = bits & ((1 << _F32_MANTISSA_BITS) - 1)
     nan = torch.isnan(scales)
     normal_pow2 = (bits > 0) & (mantissa == 0) & (exp_field >= 1) & (exp_field <= E8M0_MAX_CODE)
-    min_scale = bits == _F32_TWO_POW_M127_BITS
+    min_scale = bits == E8M0_MIN_SCALE_BITS
     bad = ~(nan | normal_pow2 | min_scale)
     if bool(bad.any()):
         examples = scales[bad].flatten()[:4].tolist()
