@@ -41,15 +41,20 @@ from harness.core.formats import (
     encode,
     get_format,
 )
-from harness.core.fused import large_cpu_compiled
+from harness.core.fused import SCALE_GRID_MIN_ELEMENTS, large_cpu_compiled
 
 __all__ = [
     "decode_fast",
     "divide_and_encode",
+    "e8m0_block_encode",
     "e8m0_codes_fast",
+    "e8m0_codes_of",
+    "e8m0_codes_of_bits",
     "e8m0_encode_fast",
+    "e8m0_inverse_scale",
     "encode_fast",
     "encode_scaled",
+    "encode_scaled_finite",
     "encoder",
     "pack_fp4_fast",
 ]
@@ -197,6 +202,16 @@ def _encode_by_cast(x: torch.Tensor, enc: _Encoder, dtype: torch.dtype) -> torch
     return torch.where(x != x, sign | enc.nan_code, code).to(torch.uint8)  # keeps the sign
 
 
+def encode_scaled_finite(x: torch.Tensor, enc: _Encoder) -> torch.Tensor:
+    """`encode_scaled` for ``x`` without NaN: the same codes, minus the NaN patch. FP8 is
+    the clamp and torch's cast alone, returned in torch's FP8 dtype, whose bytes are the
+    codes (``.view(torch.uint8)``): a bitcast inside a compiled kernel goes through memory,
+    one outside it is free."""
+    if enc.native is None:
+        return encode_scaled(x, enc)
+    return x.clamp(-enc.bound, enc.bound).to(enc.native)
+
+
 _encode_fused = large_cpu_compiled(encode_scaled)
 
 
@@ -262,7 +277,13 @@ def e8m0_codes_fast(amax: torch.Tensor, mode: str, fmt: ElementFormat | str) -> 
 
 def e8m0_codes_of(amax: torch.Tensor, rule: E8M0Rule) -> torch.Tensor:
     """`e8m0_codes_fast` on float32 ``amax`` in plain tensor operations (fusable)."""
-    bits = amax.view(torch.int32) & _F32_ABS_MASK
+    return e8m0_codes_of_bits(amax.view(torch.int32), rule).to(torch.uint8)
+
+
+def e8m0_codes_of_bits(amax_bits: torch.Tensor, rule: E8M0Rule) -> torch.Tensor:
+    """`e8m0_codes_of` on the float32 bit patterns of amax (int32), giving int32 codes: the
+    form a compiled kernel wants, since a bitcast inside one goes through memory."""
+    bits = amax_bits & _F32_ABS_MASK
     exp_field = bits >> _F32_MANT_BITS
     mantissa = bits & ((1 << _F32_MANT_BITS) - 1)
     if rule.mode == "floor":
@@ -280,24 +301,68 @@ def e8m0_codes_of(amax: torch.Tensor, rule: E8M0Rule) -> torch.Tensor:
     code = torch.where(exp_field == 0, 0, code)  # zero or float32-subnormal amax: 2^-127
     code = torch.where(exp_field == 0xFF, E8M0_NAN_CODE, code)  # NaN or Inf in the block
     assert E8M0_BIAS == 127
-    return code.to(torch.uint8)
+    return code
+
+
+def e8m0_inverse_scale(amax: torch.Tensor, rule: E8M0Rule) -> torch.Tensor:
+    """1 / scale for float32 block maxima ``amax`` under ``rule``, exactly (a power of two):
+    the scale 2^(c - 127) of code c has the inverse 2^(127 - c), whose float32 exponent
+    field is 254 - c, except 2^-127 (c = 254), a subnormal. Meaningless for a NaN or Inf
+    amax (code 0xFF), whose block the caller redoes."""
+    code = e8m0_codes_of_bits(amax.view(torch.int32), rule)
+    bits = torch.where(
+        code == E8M0_MAX_CODE, E8M0_MIN_SCALE_BITS, (E8M0_MAX_CODE - code) << _F32_MANT_BITS
+    )
+    return bits.view(torch.float32)
 
 
 def e8m0_encode_fast(scales: torch.Tensor) -> torch.Tensor:
     """`harness.core.formats.e8m0_encode` (lossless, raising on a non-E8M0 scale), bit for
-    bit, in a handful of integer passes: the code is the float32 exponent field (2^-127's
-    field is 0, NaN's 0xFF). Anything invalid is handed to the reference, which raises."""
+    bit, in one pass (compiled for a large tensor's scale grid): the code is the float32
+    exponent field (2^-127's field is 0, NaN's 0xFF). Anything invalid is handed to the
+    reference, which raises."""
     if scales.dtype != torch.float32:
         return e8m0_encode(scales)  # raises its TypeError
-    bits = scales.contiguous().view(torch.int32)
+    codes, all_valid = _e8m0_fields_checked(scales.contiguous().view(torch.int32))
+    if not bool(all_valid):
+        return e8m0_encode(scales)  # raises, naming the offending scales
+    return codes.reshape(scales.shape)
+
+
+def _e8m0_fields(bits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The exponent field of each float32 bit pattern (its E8M0 code if it is an E8M0
+    value), and whether every one is an E8M0 value."""
     exp_field = bits >> _F32_MANT_BITS  # the sign is 0 wherever the value is valid
     normal_pow2 = (
         ((bits & _SIGN_AND_MANTISSA) == 0) & (exp_field >= 1) & (exp_field <= E8M0_MAX_CODE)
     )
-    valid = normal_pow2 | (bits == E8M0_MIN_SCALE_BITS) | (scales != scales)
-    if not bool(valid.all()):
-        return e8m0_encode(scales)  # raises, naming the offending scales
-    return (exp_field & 0xFF).to(torch.uint8).reshape(scales.shape)
+    nan = (bits & _F32_ABS_MASK) > _F32_INF_BITS
+    valid = normal_pow2 | (bits == E8M0_MIN_SCALE_BITS) | nan
+    return (exp_field & 0xFF).to(torch.uint8), valid.all()
+
+
+_e8m0_fields_checked = large_cpu_compiled(_e8m0_fields, SCALE_GRID_MIN_ELEMENTS)
+
+
+@large_cpu_compiled
+def e8m0_block_encode(
+    blocks: torch.Tensor, rule: E8M0Rule, enc: _Encoder
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """MX quantize of float32 ``blocks`` [..., block size] in one pass: each block's amax
+    (returned, for its scale), its E8M0 scale 2^k by ``rule``, and the element codes of
+    x / 2^k (as `encode_scaled_finite` returns them: uint8, or bytes in an FP8 dtype).
+
+    x / 2^k is computed as x * 2^-k, which is exact in float32 for every E8M0 scale, so the
+    product is the same correctly rounded value as the quotient (and a multiply is cheaper
+    than a divide). The element codes are the reference's wherever the block's amax is
+    finite; a block with NaN or Inf (scale code 0xFF) is the caller's to redo, since its
+    codes depend on how NaN propagates through the division.
+
+    Compiled for large CPU tensors into one loop per block (amax, then its elements, still
+    in cache): the separate amax and divide passes read the tensor twice.
+    """
+    amax = blocks.abs().amax(-1, keepdim=True)
+    return encode_scaled_finite(blocks * e8m0_inverse_scale(amax, rule), enc), amax
 
 
 def e8m0_scale_fast(amax: torch.Tensor, mode: str, fmt: ElementFormat | str) -> torch.Tensor:

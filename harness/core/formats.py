@@ -28,6 +28,7 @@ __all__ = [
     "decode",
     "e8m0_decode",
     "e8m0_encode",
+    "e8m0_scale_bits",
     "encode",
     "get_format",
     "pack_fp4",
@@ -255,10 +256,16 @@ def e8m0_decode(codes: torch.Tensor) -> torch.Tensor:
     """E8M0 codes (uint8) -> float32 scales: 2^(c-127), NaN for 0xFF, exactly."""
     if codes.dtype != torch.uint8:
         raise TypeError(f"E8M0 codes must be uint8, got {codes.dtype}")
-    c = codes.to(torch.int32)
-    bits = torch.where(c == 0, torch.full_like(c, E8M0_MIN_SCALE_BITS), c << _F32_MANTISSA_BITS)
-    bits = torch.where(c == E8M0_NAN_CODE, torch.full_like(c, _F32_QUIET_NAN_BITS), bits)
-    return bits.view(torch.float32)
+    return e8m0_scale_bits(codes.to(torch.int32)).view(torch.float32)
+
+
+def e8m0_scale_bits(codes: torch.Tensor) -> torch.Tensor:
+    """`e8m0_decode` on int32 codes, giving the scales' float32 bit patterns (int32): the
+    form a compiled kernel wants, since a bitcast inside one goes through memory."""
+    bits = torch.where(
+        codes == 0, torch.full_like(codes, E8M0_MIN_SCALE_BITS), codes << _F32_MANTISSA_BITS
+    )
+    return torch.where(codes == E8M0_NAN_CODE, torch.full_like(codes, _F32_QUIET_NAN_BITS), bits)
 
 
 def e8m0_encode(scales: torch.Tensor) -> torch.Tensor:

@@ -8,7 +8,8 @@ function into one loop. The function is the same Python either way, so the arith
 the bits are the same (tests/core/test_fused.py sweeps the compiled kernels against the
 reference codecs).
 
-Only CPU tensors of at least `FUSED_MIN_ELEMENTS` elements take the compiled path:
+Only CPU tensors of at least `FUSED_MIN_ELEMENTS` elements take the compiled path (scale
+grids, 32 times smaller, from `SCALE_GRID_MIN_ELEMENTS`):
 compiling costs one to six seconds per format and tile shape (measured on two cores), which
 a large tensor pays back at once and a small one never does, so the suites' cases, all
 small, stay eager and never compile. If compiling fails (no C++ compiler, a platform
@@ -26,9 +27,18 @@ from typing import ParamSpec, TypeVar
 
 import torch
 
-__all__ = ["FUSED_MIN_ELEMENTS", "FUSED_VARIABLE", "fused_status", "large_cpu_compiled"]
+__all__ = [
+    "FUSED_MIN_ELEMENTS",
+    "FUSED_VARIABLE",
+    "SCALE_GRID_MIN_ELEMENTS",
+    "fused_status",
+    "large_cpu_compiled",
+]
 
 FUSED_MIN_ELEMENTS = 1 << 20
+# Functions on a scale grid (one value per 32-element MX block) see a large tensor's grid,
+# 32 times smaller: they compile from this size, so a large quantize has no eager step left.
+SCALE_GRID_MIN_ELEMENTS = FUSED_MIN_ELEMENTS // 32
 FUSED_VARIABLE = "QHARNESS_FUSED"
 RECOMPILE_LIMIT = 256
 
@@ -56,15 +66,18 @@ def fused_status() -> str:
     return f"on for CPU tensors of >= {FUSED_MIN_ELEMENTS} elements"
 
 
-def _wanted(x: object) -> bool:
+def _wanted(x: object, min_elements: int) -> bool:
     mode = _mode()
     if mode == "off" or _failure or not isinstance(x, torch.Tensor) or x.device.type != "cpu":
         return False
-    return mode == "force" or x.numel() >= FUSED_MIN_ELEMENTS
+    return mode == "force" or x.numel() >= min_elements
 
 
-def large_cpu_compiled(fn: Callable[P, R]) -> Callable[P, R]:
-    """``fn``, compiled (fullgraph) when its first argument is a large CPU tensor, else as is.
+def large_cpu_compiled(
+    fn: Callable[P, R], min_elements: int = FUSED_MIN_ELEMENTS
+) -> Callable[P, R]:
+    """``fn``, compiled (fullgraph) when its first argument is a CPU tensor of at least
+    ``min_elements`` elements, else as is.
 
     ``fn`` must be plain tensor operations with no branch on tensor data; non-tensor
     arguments (format constants) become compile-time constants, one compiled kernel each.
@@ -76,7 +89,7 @@ def large_cpu_compiled(fn: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(fn)
     def run(*args: P.args, **kwargs: P.kwargs) -> R:
-        if not (args and _wanted(args[0])):
+        if not (args and _wanted(args[0], min_elements)):
             return fn(*args, **kwargs)
         try:
             # One kernel per format constant and tile layout, all from one code object:

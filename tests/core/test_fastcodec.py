@@ -23,6 +23,8 @@ from harness.core.fastcodec import (
     decode_fast,
     e8m0_codes_fast,
     e8m0_encode_fast,
+    e8m0_inverse_scale,
+    e8m0_rule,
     encode_fast,
     pack_fp4_fast,
 )
@@ -143,6 +145,68 @@ def test_e8m0_scales_match_reference_at_every_edge(mode: str, fmt_name: str) -> 
     expected = compute_scale(AMAX_EDGES, spec)
     got = e8m0_decode(e8m0_codes_fast(AMAX_EDGES, mode, fmt_name))
     assert _same_bits(got, expected)
+
+
+@pytest.mark.parametrize("mode", sorted(E8M0_MODES))
+@pytest.mark.parametrize("fmt_name", ["e4m3fn", "e5m2", "e2m3", "e3m2", "e2m1"])
+def test_e8m0_inverse_scale_is_exactly_one_over_the_scale(mode: str, fmt_name: str) -> None:
+    finite = AMAX_EDGES[torch.isfinite(AMAX_EDGES)]
+    scale = e8m0_decode(e8m0_codes_fast(finite, mode, fmt_name))
+    got = e8m0_inverse_scale(finite, e8m0_rule(mode, fmt_name))
+    assert _same_bits(got, 1.0 / scale)
+
+
+def mx_blocks() -> torch.Tensor:
+    """[N, 32] float32 blocks that reach every corner of the one-pass MX quantize
+    (`harness.core.fastcodec.e8m0_block_encode`):
+
+    - one block per amax edge (AMAX_EDGES: each scale mode's boundary at every power of two,
+      zero, float32 subnormals, Inf, NaN), alternately negated, its other 31 elements the
+      amax times 2^-k x (1 + odd/16) for k = 1..16 at both signs (ties at 3 mantissa bits,
+      down into every format's subnormal range under the block's scale);
+    - the structured sweep in blocks of 32 consecutive values (every mantissa pattern and
+      tail of each binade, against its block's amax), Inf and NaN blocks included;
+    - its finite values shuffled into blocks, so most elements sit far below their block's
+      amax (zero and subnormal codes).
+    """
+    j = torch.arange(31)
+    ratios = (1 + ((2 * j + 1) % 16) / 16) * torch.exp2(-(j // 2 + 1).double())
+    ratios = torch.where(j % 2 == 1, -ratios, ratios).float()
+    edges = AMAX_EDGES[:, None] * torch.cat([torch.ones(1), ratios])[None, :]
+    sign = torch.where(torch.arange(len(AMAX_EDGES)) % 2 == 1, -1.0, 1.0)[:, None]
+    finite = SWEEP[torch.isfinite(SWEEP)]
+    finite = finite[torch.randperm(finite.numel(), generator=torch.Generator().manual_seed(5))]
+    shuffled = finite[: finite.numel() // 32 * 32].reshape(-1, 32)
+    return torch.cat([edges * sign, SWEEP.reshape(-1, 32), shuffled])
+
+
+MX_BLOCKS = mx_blocks()
+
+
+def assert_mx_quantize_matches_reference(spec: QuantSpec) -> None:
+    """quantize(MX_BLOCKS) against the reference: codes and scales bit for bit, with most
+    blocks finite (the one-pass kernel) and some not (the rows it hands back)."""
+    nonfinite_rows = (~torch.isfinite(MX_BLOCKS)).any(dim=1)
+    assert 0 < int(nonfinite_rows.sum()) < MX_BLOCKS.shape[0] // 4
+    got = quantize(MX_BLOCKS, spec)
+    ref = quantize(MX_BLOCKS, spec, reference=True)
+    bad = (got.codes != ref.codes).any(dim=1).nonzero().flatten()
+    assert bad.numel() == 0, (
+        f"{spec}: {bad.numel()} blocks differ, e.g. row {int(bad[0])}: "
+        f"x={MX_BLOCKS[bad[0]].tolist()} ref={ref.codes[bad[0]].tolist()} "
+        f"got={got.codes[bad[0]].tolist()}"
+    )
+    assert _same_bits(got.scale, ref.scale), spec
+
+
+@pytest.mark.parametrize("mode", sorted(E8M0_MODES))
+@pytest.mark.parametrize(("fmt_name", "clamp_max"), CLAMPS)
+def test_mx_quantize_matches_reference_at_every_scale_edge(
+    mode: str, fmt_name: str, clamp_max: float | None
+) -> None:
+    assert_mx_quantize_matches_reference(
+        QuantSpec(fmt_name, (1, 32), "e8m0", mode, clamp_max=clamp_max)
+    )
 
 
 def _operands() -> list[torch.Tensor]:

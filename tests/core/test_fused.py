@@ -19,7 +19,13 @@ from harness.core.formats import FORMATS, encode
 from harness.core.fused import FUSED_VARIABLE, fused_status, large_cpu_compiled
 from harness.core.quantize import quantize
 from harness.core.schemes import QuantSpec
-from tests.core.test_fastcodec import CLAMPS, SWEEP, _operands, _same_bits
+from tests.core.test_fastcodec import (
+    CLAMPS,
+    SWEEP,
+    _operands,
+    _same_bits,
+    assert_mx_quantize_matches_reference,
+)
 
 
 @pytest.fixture
@@ -62,6 +68,24 @@ def test_compiled_quantize_matches_reference(forced: None, name: str) -> None:
         ref = quantize(x, spec, reference=True)
         assert _same_bits(got.codes, ref.codes), name
         assert _same_bits(got.scale, ref.scale), name
+
+
+# Every scale mode once, and every element format (its clamps too) under one mode: a
+# compile each. The scale mode only changes the per-block arithmetic; the format changes
+# the element encode (torch's FP8 cast, or the integer path for FP6/FP4).
+MX_COMPILED = [("floor", name, clamp) for name, clamp in CLAMPS] + [
+    (mode, "e4m3fn", None) for mode in ("ceil", "even", "rceil")
+]
+
+
+@pytest.mark.parametrize(("mode", "fmt_name", "clamp_max"), MX_COMPILED)
+def test_compiled_one_pass_mx_matches_reference_at_every_scale_edge(
+    forced: None, mode: str, fmt_name: str, clamp_max: float | None
+) -> None:
+    assert_mx_quantize_matches_reference(
+        QuantSpec(fmt_name, (1, 32), "e8m0", mode, clamp_max=clamp_max)
+    )
+    assert not fused._failure, fused_status()  # it really ran compiled
 
 
 def test_compile_failure_falls_back_to_the_eager_function(
