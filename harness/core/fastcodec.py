@@ -38,6 +38,7 @@ from harness.core.formats import (
     decode,
     e8m0_decode,
     e8m0_encode,
+    e8m0_scale_bits,
     encode,
     get_format,
 )
@@ -347,22 +348,27 @@ _e8m0_fields_checked = large_cpu_compiled(_e8m0_fields, SCALE_GRID_MIN_ELEMENTS)
 @large_cpu_compiled
 def e8m0_block_encode(
     blocks: torch.Tensor, rule: E8M0Rule, enc: _Encoder
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """MX quantize of float32 ``blocks`` [..., block size] in one pass: each block's amax
-    (returned, for its scale), its E8M0 scale 2^k by ``rule``, and the element codes of
-    x / 2^k (as `encode_scaled_finite` returns them: uint8, or bytes in an FP8 dtype).
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """MX quantize of float32 ``blocks`` [..., block size] in one pass: each block's E8M0
+    scale 2^k by ``rule`` from its amax (float32, shape [..., 1]), the element codes of
+    x / 2^k (as `encode_scaled_finite` returns them: uint8, or bytes in an FP8 dtype), and
+    whether any block has NaN or Inf (scale code 0xFF).
 
     x / 2^k is computed as x * 2^-k, which is exact in float32 for every E8M0 scale, so the
     product is the same correctly rounded value as the quotient (and a multiply is cheaper
     than a divide). The element codes are the reference's wherever the block's amax is
-    finite; a block with NaN or Inf (scale code 0xFF) is the caller's to redo, since its
-    codes depend on how NaN propagates through the division.
+    finite; a block with NaN or Inf is the caller's to redo, since its codes depend on how
+    NaN propagates through the division.
 
-    Compiled for large CPU tensors into one loop per block (amax, then its elements, still
-    in cache): the separate amax and divide passes read the tensor twice.
+    Compiled for large CPU tensors into one loop over blocks (amax, then the block's
+    elements while they are still in cache) and one over the scale grid: the separate amax
+    and divide passes read the tensor twice.
     """
     amax = blocks.abs().amax(-1, keepdim=True)
-    return encode_scaled_finite(blocks * e8m0_inverse_scale(amax, rule), enc), amax
+    codes = encode_scaled_finite(blocks * e8m0_inverse_scale(amax, rule), enc)
+    scale_codes = e8m0_codes_of_bits(amax.view(torch.int32), rule)
+    scale = e8m0_scale_bits(scale_codes).view(torch.float32)
+    return codes, scale, (scale_codes == E8M0_NAN_CODE).any()
 
 
 def e8m0_scale_fast(amax: torch.Tensor, mode: str, fmt: ElementFormat | str) -> torch.Tensor:

@@ -28,14 +28,13 @@ from harness.core.fastcodec import (
     divide_and_encode,
     e8m0_block_encode,
     e8m0_codes_of,
-    e8m0_codes_of_bits,
     e8m0_encode_fast,
     e8m0_rule,
     encode_fast,
     encoder,
 )
-from harness.core.formats import E8M0_NAN_CODE, decode, e8m0_decode, e8m0_scale_bits, encode
-from harness.core.fused import SCALE_GRID_MIN_ELEMENTS, large_cpu_compiled
+from harness.core.formats import decode, e8m0_decode, encode
+from harness.core.fused import large_cpu_compiled
 from harness.core.scales import E8M0_MODES, compute_scale
 from harness.core.schemes import QuantSpec, Scheme
 
@@ -211,9 +210,8 @@ def _quantize_mx_one_pass(x: torch.Tensor, spec: QuantSpec) -> QuantizedTensor |
     rule = e8m0_rule(spec.scale_rounding, spec.format)
     enc = encoder(spec.format, spec.clamp_max)
     rows, _, blocks, size = tiles.shape
-    codes, amax = e8m0_block_encode(tiles.reshape(rows, blocks, size), rule, enc)
-    scale_bits, nonfinite = _e8m0_scales_of_amax(amax.reshape(rows, blocks).view(torch.int32), rule)
-    scale = scale_bits.view(torch.float32)
+    codes, scale, nonfinite = e8m0_block_encode(tiles.reshape(rows, blocks, size), rule, enc)
+    scale = scale.reshape(rows, blocks)
     codes = codes.view(torch.uint8).reshape(x.shape)
     if bool(nonfinite):
         redo = scale.isnan().any(dim=1)  # the NaN scale is the 0xFF code's
@@ -221,16 +219,6 @@ def _quantize_mx_one_pass(x: torch.Tensor, spec: QuantSpec) -> QuantizedTensor |
             x[redo], scale[redo], spec, lambda t, s: divide_and_encode(t, s, enc)
         )
     return QuantizedTensor(codes, scale, spec)
-
-
-def _e8m0_scales(amax_bits: torch.Tensor, rule: E8M0Rule) -> tuple[torch.Tensor, torch.Tensor]:
-    """E8M0 scales (float32 bits) of block maxima (float32 bits), and whether any block has
-    NaN or Inf. Bit patterns in and out: a bitcast inside a compiled kernel costs a pass."""
-    codes = e8m0_codes_of_bits(amax_bits, rule)
-    return e8m0_scale_bits(codes), (codes == E8M0_NAN_CODE).any()
-
-
-_e8m0_scales_of_amax = large_cpu_compiled(_e8m0_scales, SCALE_GRID_MIN_ELEMENTS)
 
 
 def quantize(
