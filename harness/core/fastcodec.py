@@ -46,6 +46,7 @@ from harness.core.fused import SCALE_GRID_MIN_ELEMENTS, large_cpu_compiled
 
 __all__ = [
     "decode_fast",
+    "decode_scaled",
     "divide_and_encode",
     "e8m0_block_encode",
     "e8m0_codes_fast",
@@ -231,11 +232,38 @@ def _decode_table(fmt: ElementFormat, device: torch.device) -> torch.Tensor:
 def decode_fast(codes: torch.Tensor, fmt: ElementFormat | str) -> torch.Tensor:
     """`harness.core.formats.decode`, bit for bit: a gather from the same value table."""
     fmt = get_format(fmt) if isinstance(fmt, str) else fmt
+    _check_codes(codes)
+    return _lookup(codes, _decode_table(fmt, codes.device))
+
+
+def decode_scaled(
+    codes: torch.Tensor, fmt: ElementFormat | str, scale: torch.Tensor, dtype: torch.dtype
+) -> torch.Tensor:
+    """``decode_fast(codes, fmt).to(dtype) * scale`` (``scale`` in ``dtype``, broadcasting):
+    dequantize's element step, one fused pass on large CPU tensors (harness.core.fused)."""
+    fmt = get_format(fmt) if isinstance(fmt, str) else fmt
+    _check_codes(codes)
+    return _lookup_and_scale(codes, _decode_table(fmt, codes.device), scale, dtype)
+
+
+def _check_codes(codes: torch.Tensor) -> None:
     if codes.dtype != torch.uint8:
         raise TypeError(f"codes must be uint8, got {codes.dtype}")
-    table = _decode_table(fmt, codes.device)
+
+
+def _lookup(codes: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     index = codes.reshape(-1).to(torch.int32)
     return torch.index_select(table, 0, index).reshape(codes.shape)
+
+
+@large_cpu_compiled
+def _lookup_and_scale(
+    codes: torch.Tensor, table: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype
+) -> torch.Tensor:
+    # Every table value is exact in float16 and bfloat16 too (at most 4 significant bits,
+    # exponents in range: tests/core/test_fused.py), so a compiled kernel that skips the
+    # round trip through dtype gives the eager bits; the product rounds once either way.
+    return _lookup(codes, table).to(dtype) * scale
 
 
 # ------------------------------------------------------------------------------- E8M0

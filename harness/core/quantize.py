@@ -24,7 +24,7 @@ import torch
 from harness.core.conventions import scale_elements
 from harness.core.fastcodec import (
     E8M0Rule,
-    decode_fast,
+    decode_scaled,
     divide_and_encode,
     e8m0_block_encode,
     e8m0_codes_of,
@@ -59,8 +59,13 @@ class QuantizedTensor:
         if reference:
             codes = decode(self.codes, self.spec.format).to(dtype)
             return codes * expand_scale(self.scale.to(dtype), self.spec, self.codes.shape)
-        codes = decode_fast(self.codes, self.spec.format).to(dtype)
-        return _apply_to_tiles(codes, self.scale.to(dtype), self.spec, torch.mul)
+        fmt = self.spec.format
+        return _apply_to_tiles(
+            self.codes,
+            self.scale.to(dtype),
+            self.spec,
+            lambda codes, scale: decode_scaled(codes, fmt, scale, dtype),
+        )
 
     def to(self, device: torch.device | str) -> QuantizedTensor:
         return QuantizedTensor(self.codes.to(device), self.scale.to(device), self.spec)

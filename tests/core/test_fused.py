@@ -15,13 +15,14 @@ import torch
 
 from harness.core import fused
 from harness.core.fastcodec import encode_fast
-from harness.core.formats import FORMATS, encode
+from harness.core.formats import FORMATS, decode, encode
 from harness.core.fused import FUSED_VARIABLE, fused_status, large_cpu_compiled
 from harness.core.quantize import quantize
 from harness.core.schemes import QuantSpec
 from tests.core.test_fastcodec import (
     CLAMPS,
     SWEEP,
+    _nan_aware_equal,
     _operands,
     _same_bits,
     assert_mx_quantize_matches_reference,
@@ -68,6 +69,20 @@ def test_compiled_quantize_matches_reference(forced: None, name: str) -> None:
         ref = quantize(x, spec, reference=True)
         assert _same_bits(got.codes, ref.codes), name
         assert _same_bits(got.scale, ref.scale), name
+        for dtype in (torch.float64, torch.float32, torch.bfloat16, torch.float16):
+            assert _nan_aware_equal(got.dequantize(dtype), ref.dequantize(dtype, reference=True)), (
+                name,
+                dtype,
+            )
+
+
+@pytest.mark.parametrize("fmt_name", sorted(FORMATS))
+def test_every_code_value_is_exact_in_half_precision(fmt_name: str) -> None:
+    """What lets the compiled dequantize skip the round trip through bf16/fp16."""
+    fmt = FORMATS[fmt_name]
+    values = decode(torch.arange(1 << fmt.bits, dtype=torch.uint8), fmt)
+    for dtype in (torch.bfloat16, torch.float16):
+        assert _nan_aware_equal(values.to(dtype).float(), values), (fmt_name, dtype)
 
 
 # Every scale mode once, and every element format (its clamps too) under one mode: a
