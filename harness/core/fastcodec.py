@@ -333,14 +333,13 @@ def e8m0_codes_of_bits(amax_bits: torch.Tensor, rule: E8M0Rule) -> torch.Tensor:
     return code
 
 
-def e8m0_inverse_scale(amax: torch.Tensor, rule: E8M0Rule) -> torch.Tensor:
-    """1 / scale for float32 block maxima ``amax`` under ``rule``, exactly (a power of two):
-    the scale 2^(c - 127) of code c has the inverse 2^(127 - c), whose float32 exponent
-    field is 254 - c, except 2^-127 (c = 254), a subnormal. Meaningless for a NaN or Inf
-    amax (code 0xFF), whose block the caller redoes."""
-    code = e8m0_codes_of_bits(amax.view(torch.int32), rule)
+def e8m0_inverse_scale(codes: torch.Tensor) -> torch.Tensor:
+    """1 / scale for int32 E8M0 codes, exactly (a power of two, float32): the scale
+    2^(c - 127) of code c has the inverse 2^(127 - c), whose float32 exponent field is
+    254 - c, except 2^-127 (c = 254), a subnormal. Meaningless for the NaN code 0xFF, whose
+    block the caller redoes."""
     bits = torch.where(
-        code == E8M0_MAX_CODE, E8M0_MIN_SCALE_BITS, (E8M0_MAX_CODE - code) << _F32_MANT_BITS
+        codes == E8M0_MAX_CODE, E8M0_MIN_SCALE_BITS, (E8M0_MAX_CODE - codes) << _F32_MANT_BITS
     )
     return bits.view(torch.float32)
 
@@ -393,8 +392,8 @@ def e8m0_block_encode(
     and divide passes read the tensor twice.
     """
     amax = blocks.abs().amax(-1, keepdim=True)
-    codes = encode_scaled_finite(blocks * e8m0_inverse_scale(amax, rule), enc)
     scale_codes = e8m0_codes_of_bits(amax.view(torch.int32), rule)
+    codes = encode_scaled_finite(blocks * e8m0_inverse_scale(scale_codes), enc)
     scale = e8m0_scale_bits(scale_codes).view(torch.float32)
     return codes, scale, (scale_codes == E8M0_NAN_CODE).any()
 
