@@ -31,7 +31,7 @@ from typing import Protocol
 
 import torch
 
-from harness.core.fastcodec import decode_fast
+from harness.core.fastcodec import decode_scaled
 from harness.core.quantize import (
     QuantizedTensor,
     calibrate_input_scale,
@@ -113,11 +113,11 @@ class QuantizedExperts:
         return QuantizedTensor(self.codes[e], self.scale[e], self.spec)
 
     def dequantize(self) -> torch.Tensor:
-        """Exact float32 values [E, R, K] (one decode for all experts, by the fast decoder:
-        the reference's value table, gathered with int32 indices)."""
+        """Exact float32 values [E, R, K] (one decode for all experts, by the fast decoder
+        that `QuantizedTensor.dequantize` uses: the reference's value table, times scale)."""
         shape = tuple(self.codes.shape[1:])
         scales = torch.stack([expand_scale(s, self.spec, shape) for s in self.scale])
-        return decode_fast(self.codes, self.spec.format) * scales
+        return decode_scaled(self.codes, self.spec.format, scales, torch.float32)
 
     def to(self, device: torch.device | str) -> QuantizedExperts:
         return QuantizedExperts(self.codes.to(device), self.scale.to(device), self.spec)
