@@ -24,7 +24,7 @@ import sys
 import types
 from typing import Any
 
-from harness.platform.info import PlatformInfo
+from harness import PlatformInfo
 
 AITER_ARCHS: frozenset[str] = frozenset({"gfx942", "gfx950"})  # aiter's _ARCH_TO_DEVICE
 
