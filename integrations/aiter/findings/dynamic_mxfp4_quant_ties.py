@@ -41,7 +41,8 @@ for i, t in enumerate(ties):
     below, above = max(v for v in VALUES if v < t), min(v for v in VALUES if v > t)
     even = below if VALUES.index(below) % 2 == 0 else above
     print(
-        f"{t:5} -> {got:4}   round-to-nearest-even: {even:4}   neg: {-VALUES[int(codes[8 + i]) & 7]}"
+        f"{t:5} -> {got:4}   round-to-nearest-even: {even:4}   "
+        f"neg: {-VALUES[int(codes[8 + i]) & 7]}"
     )
 for mode in ("even", "floor", "ceil"):
     _, s = dynamic_mxfp4_quant(torch.full((1, 32), 5.0, device=device), scaling_mode=mode)

@@ -287,6 +287,7 @@ class AiterLinearPath(LinearPathBase):
         self.table = table_for(self.kernel)
         self.false_assumptions = 0  # tl.assume conditions the interpreter saw false
 
+    @property
     def uses_capabilities(self) -> frozenset[str]:
         return frozenset(
             self.gemm.capability(SCHEMES[name])
