@@ -80,6 +80,7 @@ _EXPORTS: dict[str, str] = {
     # platform
     "PlatformInfo": "harness.platform.info",
     "platform_key": "harness.platform.info",
+    "detect_platform": "harness.platform.info",
     # errors
     "QHarnessError": "harness.errors",
     "PluginError": "harness.paths.registry",
@@ -121,6 +122,7 @@ __all__ = [
     "choose",
     "contiguous_kernel_layout",
     "decode",
+    "detect_platform",
     "dispatch_problems",
     "e8m0_decode",
     "e8m0_encode",
@@ -202,5 +204,5 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     )
     from harness.paths.findings import FindingCase, KnownFinding
     from harness.paths.registry import PluginError
-    from harness.platform.info import PlatformInfo, platform_key
+    from harness.platform.info import PlatformInfo, detect_platform, platform_key
     from harness.quantizers.base import Quantizer

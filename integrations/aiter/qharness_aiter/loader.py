@@ -1,0 +1,62 @@
+"""Importing aiter's Triton kernels: unchanged on a ROCm GPU, and on a simulated platform
+without the package ``__init__`` (which probes for a ROCm toolchain) and with the arch the
+platform simulates.
+
+On a simulated platform (``PlatformInfo.simulated == "triton-interpret"``) two workarounds
+are active, and only there:
+
+1. ``aiter`` and ``aiter.ops`` are registered as bare package modules whose ``__path__`` is
+   the installed folder, so ``aiter.ops.triton.<kernel>`` imports its own files (and
+   ``aiter.ops.triton``'s ``__init__``) without running ``aiter/__init__.py``.
+2. ``aiter.ops.triton.utils._triton.arch_info.get_arch`` (which asks the GPU driver) returns
+   the simulated arch, so aiter's own branches (``get_device()`` naming its tuned-config
+   files, ``is_fp4_avail()``) decide as on that GPU.
+
+On real hardware `aiter_triton` imports the installed package as it is.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import types
+from typing import Any
+
+from harness import PlatformInfo
+
+AITER_ARCHS: frozenset[str] = frozenset({"gfx942", "gfx950"})  # aiter's _ARCH_TO_DEVICE
+
+
+def _bare_package(name: str, path: str) -> None:
+    module = types.ModuleType(name)
+    module.__path__ = [path]
+    module.__package__ = name
+    sys.modules[name] = module
+
+
+def _simulated_import(arch: str) -> None:
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        raise RuntimeError(
+            "aiter on a simulated platform needs TRITON_INTERPRET=1 before its kernels import "
+            "(harness run --simulate sets it)"
+        )
+    if "aiter" not in sys.modules:
+        spec = importlib.util.find_spec("aiter")  # locates the package, runs nothing
+        if spec is None or not spec.submodule_search_locations:
+            raise ImportError("aiter (amd-aiter) is not installed")
+        root = next(iter(spec.submodule_search_locations))
+        _bare_package("aiter", root)
+        _bare_package("aiter.ops", os.path.join(root, "ops"))
+    arch_info = importlib.import_module("aiter.ops.triton.utils._triton.arch_info")
+    arch_info.get_arch = lambda: arch
+
+
+def aiter_triton(platform: PlatformInfo, kernel: str) -> Any:
+    """The module ``aiter.ops.triton.<kernel>`` as this platform runs it."""
+    if platform.simulated:
+        _simulated_import(platform.arch)
+    else:
+        importlib.import_module("aiter")  # a ROCm install: aiter as it is
+    return importlib.import_module(f"aiter.ops.triton.{kernel}")

@@ -1,0 +1,52 @@
+"""The aiter adapter's scheme tables agree with the registry and with each kernel's contract.
+
+Skips, counted and with the reason, where the aiter adapter is not installed
+(``python3 scripts/engine.py aiter``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.core.schemes import SCHEMES
+
+
+def _linear():  # type: ignore[no-untyped-def]
+    return pytest.importorskip(
+        "qharness_aiter.linear",
+        reason="aiter adapter not installed (python3 scripts/engine.py aiter)",
+    )
+
+
+def test_aiter_tables_have_no_problems() -> None:
+    assert _linear().table_problems() == []
+
+
+def test_aiter_fp8_rows_follow_the_arch_flavour() -> None:
+    """gfx942 runs e4m3fnuz only, gfx950 e4m3fn only; MXFP4 only on gfx950 (scaled MFMA)."""
+    linear = _linear()
+    flavour = {"gfx942": "e4m3fnuz", "gfx950": "e4m3fn"}
+    for kernel, gemm in linear.GEMMS.items():
+        for arch, names in linear.KERNEL_SCHEMES[kernel].items():
+            for name in names:
+                fmt = SCHEMES[name].weight.format
+                assert fmt == "e2m1" or fmt == flavour[arch], (kernel, arch, name)
+                assert gemm.accepts(SCHEMES[name]).ok, (kernel, name)
+    assert not linear.KERNEL_SCHEMES["gemm_afp4wfp4"]["gfx942"]
+
+
+def test_aiter_tables_cover_every_scheme_the_kernels_accept() -> None:
+    """A registered scheme a kernel's contract accepts in the arch's FP8 flavour is in its
+    table: a new scheme cannot skip silently."""
+    linear = _linear()
+    flavour = {"gfx942": {"e4m3fnuz", "e2m1"}, "gfx950": {"e4m3fn", "e2m1"}}
+    for kernel, gemm in linear.GEMMS.items():
+        for arch, names in linear.KERNEL_SCHEMES[kernel].items():
+            runnable = {
+                n
+                for n, s in SCHEMES.items()
+                if gemm.accepts(s).ok
+                and s.weight.format in flavour[arch]
+                and (arch == "gfx950" or s.weight.format != "e2m1")
+            }
+            assert set(names) == runnable, (kernel, arch, sorted(runnable ^ set(names)))

@@ -1,0 +1,116 @@
+"""Triton's interpreter's own numerics, established once against the harness's codecs.
+
+These are the simulated platform's numerics (docs/ENGINES-ADAPTERS.md, "The Triton
+interpreter's numerics"): what a kernel run under ``TRITON_INTERPRET=1`` gets from the
+interpreter rather than from its own source, so that none of it is reported as a kernel bug.
+Each test states one fact and fails if a Triton upgrade changes it. They run where triton is
+installed and the interpreter is on (``scripts/engine.py aiter`` sets both).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from harness.core.formats import decode, encode, get_format
+
+if os.environ.get("TRITON_INTERPRET") != "1":
+    pytest.skip(
+        "the interpreter's numerics are checked with TRITON_INTERPRET=1 and triton installed "
+        "(python3 scripts/engine.py aiter)",
+        allow_module_level=True,
+    )
+triton = pytest.importorskip("triton", reason="triton is not installed here")
+tl = pytest.importorskip("triton.language")
+
+from harness.platform import triton_kernels  # noqa: E402
+
+
+@triton.jit
+def _cast(x_ptr, y_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(y_ptr + offs, x.to(y_ptr.dtype.element_ty), mask=offs < n)
+
+
+def _interp_cast(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    y = torch.empty(x.numel(), dtype=dtype)
+    _cast[(1,)](x.contiguous(), y, x.numel(), BLOCK=triton.next_power_of_2(x.numel()))
+    return y
+
+
+FP8 = {"e4m3fn": torch.float8_e4m3fn, "e4m3fnuz": torch.float8_e4m3fnuz}
+NAN_CODES_READ_AS = {"e4m3fn": {0x7F: 480.0, 0xFF: -480.0}, "e4m3fnuz": {0x80: 0.0}}
+
+
+@pytest.mark.parametrize("fmt", sorted(FP8))
+def test_interpreter_fp8_decode_is_exact_except_nan_codes(fmt: str) -> None:
+    """fp8 -> float32 (a load, `.to`, and tl.dot's operand conversion) gives every finite code
+    its exact value; the NaN codes read as numbers (e4m3fn 0x7F/0xFF as +-480, e4m3fnuz 0x80
+    as zero): the interpreter's bit conversion knows no NaN encodings."""
+    codes = torch.arange(256, dtype=torch.uint8)
+    got = _interp_cast(codes.view(FP8[fmt]), torch.float32)
+    want = decode(codes, fmt)
+    finite = ~want.isnan()
+    assert torch.equal(got[finite], want[finite])
+    nan_codes = {int(c): float(got[int(c)]) for c in codes[~finite]}
+    assert nan_codes == NAN_CODES_READ_AS[fmt]
+
+
+@pytest.mark.parametrize("fmt", sorted(FP8))
+def test_interpreter_fp8_encode_is_not_the_hardware_conversion(fmt: str) -> None:
+    """float32 -> fp8 (`.to`): representable values are exact, but ties round away from zero
+    (not to even), a mantissa carry can lose its exponent step, and nothing saturates: a kernel
+    that converts to FP8 itself cannot be judged bit for bit under the interpreter."""
+    spec = get_format(fmt)
+    values = decode(torch.arange(256, dtype=torch.uint8), fmt)
+    values = values[~values.isnan()].unique()
+    assert torch.equal(_interp_cast(values, FP8[fmt]).view(torch.uint8), encode(values, fmt))
+    mids = (values[1:] + values[:-1]) / 2
+    got = _interp_cast(mids, FP8[fmt]).view(torch.uint8)
+    assert (got != encode(mids, fmt)).any(), "ties now round to even: update the docs"
+    above = torch.tensor([spec.max_finite * 1.1])
+    assert float(_interp_cast(above, FP8[fmt]).float()) != spec.max_finite
+
+
+def test_interpreter_bf16_output_truncates_and_fp16_rounds_to_nearest() -> None:
+    """float32 -> bfloat16 keeps the top 16 bits (round toward zero); float32 -> float16 is
+    numpy's round to nearest even: the simulated platform's bf16 outputs are truncated."""
+    x = torch.randn(4096, generator=torch.Generator().manual_seed(0)) * 100
+    truncated = (x.view(torch.int32) & -65536).view(torch.float32).to(torch.bfloat16)
+    got = _interp_cast(x, torch.bfloat16)
+    assert torch.equal(got.view(torch.int16), truncated.view(torch.int16))
+    assert torch.equal(_interp_cast(x, torch.float16), x.to(torch.float16))
+
+
+@pytest.mark.parametrize("fmt", sorted(FP8))
+def test_interpreter_fp8_dot_is_numpy_float32_matmul(fmt: str) -> None:
+    """tl.dot on fp8 operands = numpy's float32 matmul of their exact values (a float32
+    accumulator; numpy's summation order, not the MFMA's)."""
+    gen = torch.Generator().manual_seed(1)
+    a = encode(torch.randn(16, 256, generator=gen) * 3, fmt).view(FP8[fmt])
+    b = encode(torch.randn(256, 16, generator=gen) * 3, fmt).view(FP8[fmt])
+    got = triton_kernels.dot(a, b).numpy()
+    want = np.matmul(a.float().numpy(), b.float().numpy(), dtype=np.float32)
+    assert np.array_equal(got, want)
+
+
+def test_interpreter_dot_scaled_e2m1_scales_operands_then_float32_matmul() -> None:
+    """tl.dot_scaled (MXFP4): each element times its E8M0 scale (exact), then numpy's float32
+    matmul."""
+    gen = torch.Generator().manual_seed(2)
+    m, n, k = 16, 16, 128
+    a = encode(torch.randn(m, k, generator=gen) * 2, "e2m1")
+    b = encode(torch.randn(n, k, generator=gen) * 2, "e2m1")
+    sa = torch.randint(120, 134, (m, k // 32), generator=gen, dtype=torch.uint8)
+    sb = torch.randint(120, 134, (n, k // 32), generator=gen, dtype=torch.uint8)
+    from harness.core.formats import e8m0_decode, pack_fp4
+
+    got = triton_kernels.dot_scaled_e2m1(pack_fp4(a), sa, pack_fp4(b), sb).numpy()
+    av = decode(a, "e2m1") * e8m0_decode(sa).repeat_interleave(32, 1)
+    bv = decode(b, "e2m1") * e8m0_decode(sb).repeat_interleave(32, 1)
+    want = np.matmul(av.numpy(), bv.t().contiguous().numpy(), dtype=np.float32)
+    assert np.array_equal(got, want)
