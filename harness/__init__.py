@@ -82,7 +82,7 @@ _EXPORTS: dict[str, str] = {
     "platform_key": "harness.platform.info",
     # errors
     "QHarnessError": "harness.errors",
-    "PluginError": "harness.paths.registry",
+    "PluginError": "harness.registry",
 }
 
 __all__ = [
@@ -201,6 +201,6 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
         dispatch_problems,
     )
     from harness.paths.findings import FindingCase, KnownFinding
-    from harness.paths.registry import PluginError
     from harness.platform.info import PlatformInfo, platform_key
     from harness.quantizers.base import Quantizer
+    from harness.registry import PluginError

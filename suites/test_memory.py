@@ -14,6 +14,7 @@ import torch
 from harness.core.inputs import bias_vector, scaled_normal
 from harness.core.quantize import quantize_linear
 from harness.core.schemes import SCHEMES, get_scheme
+from harness.linear.paths import get_path, linear_paths
 from harness.memory.budget import (
     HELD,
     IDEAL,
@@ -25,7 +26,9 @@ from harness.memory.budget import (
     tensor_bytes,
 )
 from harness.memory.check import MEMORY_SHAPES, check_forward_memory
-from harness.paths import LinearProblem, get_path, linear_paths
+from harness.paths import LinearProblem
+from harness.platform.info import PlatformInfo
+from harness.plugin import RecordResult
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,9 @@ def memory_cases() -> Iterator[MemoryCase]:
 
 
 @pytest.mark.parametrize("case", list(memory_cases()), ids=lambda c: c.id)
-def test_forward_memory(case: MemoryCase, qh_platform: Any, record_result: Any) -> None:
+def test_forward_memory(
+    case: MemoryCase, qh_platform: PlatformInfo, record_result: RecordResult
+) -> None:
     scheme = get_scheme(case.scheme)
     path = get_path(case.path)
     support = path.supports(scheme, case.problem, qh_platform)

@@ -33,6 +33,7 @@ from quark.torch.quantization.config.config import (
 )
 
 from harness import (
+    KnownFinding,
     LinearPathBase,
     LinearProblem,
     Numerics,
@@ -97,11 +98,14 @@ class QuarkFP8LinearPath(LinearPathBase):
 
     name = "quark_qparams_linear"
     engine = ENGINE
-    known_findings: ClassVar[dict[str, str]] = {
-        f"{scheme}-quark_qparams_linear-*-{dtype}": MODEL_DTYPE_OPERANDS
-        for scheme in ("fp8_per_channel", "fp8_w_per_channel_a_static")
-        for dtype in ("bf16", "fp16")
-    }
+    known_findings: ClassVar[tuple[KnownFinding, ...]] = (
+        KnownFinding(
+            MODEL_DTYPE_OPERANDS,
+            schemes=frozenset({"fp8_per_channel", "fp8_w_per_channel_a_static"}),
+            suites=frozenset({"linear"}),
+            out_dtypes=frozenset({torch.bfloat16, torch.float16}),
+        ),
+    )
 
     def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
         return "quark QParamsLinear._forward_generic"
