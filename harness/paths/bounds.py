@@ -20,7 +20,7 @@ same operands.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -52,10 +52,11 @@ class GemmInterval:
 
 
 def operands_as_multiplied(values: torch.Tensor, numerics: Numerics) -> torch.Tensor:
-    """Operand values (float64) after the declared ``operand_dtype`` rounding, if any."""
+    """Operand values (float64) after the declared ``operand_dtype`` rounding, if any: from
+    float32, as a kernel that dequantizes in float32 and then casts rounds them."""
     if numerics.operand_dtype is None:
         return values.double()
-    return values.to(numerics.operand_dtype).double()
+    return values.float().to(numerics.operand_dtype).double()
 
 
 def accumulator_error(
@@ -104,6 +105,15 @@ def gemm_interval(
 LINEAR_SCALE_ROUNDINGS = 2
 
 
+def _linear_operands(numerics: Numerics) -> Numerics:
+    """Float32 operands are what every linear path multiplies once it has applied the
+    scales per term, which the per-term scale roundings already cover: only a coarser
+    declared operand dtype moves the center."""
+    if numerics.operand_dtype == torch.float32:
+        return replace(numerics, operand_dtype=None)
+    return numerics
+
+
 def linear_gemm_interval(
     a: torch.Tensor,
     w: torch.Tensor,
@@ -118,6 +128,7 @@ def linear_gemm_interval(
     sum of K products (+ the bias).
     """
     k = int(a.shape[1])
+    numerics = _linear_operands(numerics)
     a_op, w_op = operands_as_multiplied(a, numerics), operands_as_multiplied(w, numerics)
     b = torch.zeros(w.shape[0], dtype=torch.float64) if bias is None else bias.double()
     center = a_op @ w_op.t() + b
@@ -129,8 +140,9 @@ def linear_gemm_interval(
 
 
 def rounds_operands(a: torch.Tensor, w: torch.Tensor, numerics: Numerics) -> bool:
-    """Whether the declared operand rounding changes any operand value (the path then
-    multiplies other operands than the exact ones, e.g. than the emulated path)."""
+    """Whether a linear path's declared operand rounding (coarser than float32) changes any
+    operand value: it then multiplies other operands than the emulated path."""
+    numerics = _linear_operands(numerics)
     if numerics.operand_dtype is None:
         return False
     return any(not torch.equal(operands_as_multiplied(t, numerics), t.double()) for t in (a, w))

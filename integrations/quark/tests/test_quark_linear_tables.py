@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness import dispatch_problems
 from harness.core.schemes import SCHEMES
 
 
@@ -17,6 +18,7 @@ def test_quark_fp8_linear_table_matches_the_specs() -> None:
         "qharness_quark.linear",
         reason="Quark adapter not installed (python3 scripts/engine.py quark)",
     )
+    assert dispatch_problems(SCHEMES, linear.KERNELS, linear.FP8_LINEAR_DISPATCH) == []
     for name in linear.FP8_LINEAR_SCHEMES:
         scheme = SCHEMES[name]
         assert scheme.activation is not None, name
