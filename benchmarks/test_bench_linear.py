@@ -14,7 +14,8 @@ import pytest
 
 from harness.core.schemes import SCHEMES
 from harness.linear.cases import LINEAR_SHAPES, OUT_DTYPES, load_linear_case
-from harness.paths import LinearProblem, linear_paths
+from harness.linear.paths import linear_paths
+from harness.paths import LinearProblem
 from harness.platform.info import detect
 from harness.store.golden import GoldenStore
 

@@ -83,7 +83,7 @@ _EXPORTS: dict[str, str] = {
     "detect_platform": "harness.platform.info",
     # errors
     "QHarnessError": "harness.errors",
-    "PluginError": "harness.paths.registry",
+    "PluginError": "harness.registry",
 }
 
 __all__ = [
@@ -203,6 +203,6 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
         dispatch_problems,
     )
     from harness.paths.findings import FindingCase, KnownFinding
-    from harness.paths.registry import PluginError
     from harness.platform.info import PlatformInfo, detect_platform, platform_key
     from harness.quantizers.base import Quantizer
+    from harness.registry import PluginError

@@ -12,50 +12,73 @@ GPUs only when the project opts in (`is_active`): ini ``qharness = true``, ``--q
 its options and fixtures; a test that uses ``record_result``, ``record_checks`` or
 ``measure_memory`` opts that test in. Nothing here imports torch until a fixture or an
 active hook needs it.
+
+The parts live in `harness.pytest_plugin`: the recorder, GPU pinning, the verdict policy
+and the fixture types; this module keeps the options, the activation rule and the fixtures
+(their names are a contract), and re-exports the names suites and tests import from here.
 """
 
 from __future__ import annotations
 
 import os
-import re
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, MutableMapping
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from harness.errors import EnvironmentValueError
+from harness.pytest_plugin.fixture_types import (
+    MeasureMemory,
+    RecordChecks,
+    RecordResult,
+    ReproCase,
+)
+from harness.pytest_plugin.goldens import golden_failures, load_golden
+from harness.pytest_plugin.pinning import (
+    GPU_LIST_VARIABLE,
+    VISIBILITY_VARIABLES,
+    pin_worker_gpu,
+)
+from harness.pytest_plugin.recorder import (
+    CASE_KEY,
+    RECORD_KEY,
+    REPRO_KEY,
+    ActiveHooks,
+    ResultRecorder,
+    stop_gracefully_on_signals,
+    write_repro_bundle,
+)
+from harness.pytest_plugin.verdicts import checks_recorder, xfail_known
 
 if TYPE_CHECKING:
-    from harness.core.checks import CheckResult
     from harness.memory.tracker import PeakMeasurement
     from harness.platform.info import PlatformInfo
     from harness.store.golden import GoldenStore
 
-RECORD_KEY = "qharness"
-CASE_KEY = "qharness_case"
+__all__ = [
+    "CASE_KEY",
+    "GPU_LIST_VARIABLE",
+    "RECORD_KEY",
+    "REPRO_KEY",
+    "VISIBILITY_VARIABLES",
+    "ActiveHooks",
+    "MeasureMemory",
+    "RecordChecks",
+    "RecordResult",
+    "ReproCase",
+    "ResultRecorder",
+    "golden_failures",
+    "is_active",
+    "load_golden",
+    "pin_worker_gpu",
+    "stop_gracefully_on_signals",
+    "write_repro_bundle",
+    "xfail_known",
+]
+
 ACTIVE_INI = "qharness"
 _PLUGIN_NAMES = frozenset({"qharness", "harness.plugin"})
-
-# Fixture types, for the suites' signatures.
-RecordResult = Callable[..., None]
-MeasureMemory = Callable[[], AbstractContextManager["PeakMeasurement"]]
-
-
-class RecordChecks(Protocol):
-    """The ``record_checks`` fixture's signature."""
-
-    def __call__(self, checks: Iterable[CheckResult], known_finding: str | None = None) -> None: ...
-
-
-def xfail_known(record_result: RecordResult, finding: str, detail: str) -> NoReturn:
-    """End the case as an xfail for a documented engine finding it reproduces
-    (`harness.paths.base.known_finding`): the finding is recorded on the case, so the
-    report counts and lists it, and ``detail`` says what happened this time."""
-    record_result(known_finding=finding)
-    pytest.xfail(f"known finding: {finding} | {detail}")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -104,28 +127,6 @@ def is_active(config: pytest.Config) -> bool:
     )
 
 
-GPU_LIST_VARIABLE = "QHARNESS_GPUS"  # parsed by harness.platform.devices
-VISIBILITY_VARIABLES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
-
-
-def pin_worker_gpu(environ: MutableMapping[str, str]) -> str | None:
-    """Give xdist worker gwN the N-th (round robin) GPU of ``QHARNESS_GPUS="0,1,..."``.
-
-    Runs in the worker's pytest_configure, before any test touches the device, so each
-    worker sees one GPU (CUDA and ROCm read the same ordinal from both variables).
-    """
-    from harness.platform.devices import gpu_list_from_environment  # torch: import when asked
-
-    gpus = gpu_list_from_environment(environ)  # EnvironmentValueError for abc, -1, ...
-    worker = re.fullmatch(r"gw(\d+)", environ.get("PYTEST_XDIST_WORKER", ""))
-    if not gpus or worker is None:
-        return None
-    gpu = gpus[int(worker.group(1)) % len(gpus)]
-    for name in VISIBILITY_VARIABLES:
-        environ[name] = gpu
-    return gpu
-
-
 def pytest_configure(config: pytest.Config) -> None:
     if not is_active(config):
         return
@@ -147,26 +148,6 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     if not hasattr(config, "workerinput"):  # workers ship reports to the controller
         config.pluginmanager.register(ResultRecorder(config), "qharness-recorder")
-
-
-def stop_gracefully_on_signals(session: pytest.Session) -> None:
-    """SIGTERM (a CI job cancelled) or Ctrl-C: let the running test finish, then end the
-    session, so every finished test is recorded and the results file is written, marked
-    partial. A second signal interrupts at once (a hung test), as Ctrl-C always did."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return
-
-    def stop(signum: int, frame: Any) -> None:
-        if session.shouldstop:
-            raise KeyboardInterrupt(f"signal {signum}")
-        session.shouldstop = f"signal {signum}: stopping after the running test"
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        if signal.getsignal(signum) is not signal.SIG_IGN:
-            signal.signal(signum, stop)
 
 
 # ------------------------------------------------------------------------- fixtures
@@ -199,12 +180,8 @@ def record_result(request: pytest.FixtureRequest) -> RecordResult:
     return record
 
 
-# ----------------------------------------------------------------- repro bundles
-REPRO_KEY = pytest.StashKey[dict[str, Any]]()
-
-
 @pytest.fixture
-def repro_case(request: pytest.FixtureRequest) -> Callable[..., None]:
+def repro_case(request: pytest.FixtureRequest) -> ReproCase:
     """``repro_case(kind, tensor=..., ...)`` keeps this case's tensors; if the test then
     fails and ``--qharness-repro DIR`` is set, they are written as a repro bundle
     (`harness.store.repro`) that ``python -m harness repro`` re-runs. ``kind`` names the
@@ -219,29 +196,6 @@ def repro_case(request: pytest.FixtureRequest) -> Callable[..., None]:
     return keep
 
 
-def write_repro_bundle(item: pytest.Item, report: pytest.TestReport) -> None:
-    """On a failed call, write the kept tensors of ``item`` as a bundle (if asked for)."""
-    directory = item.config.getoption("--qharness-repro")
-    kept = item.stash.get(REPRO_KEY, None)
-    if not directory or not kept or not report.failed or report.when != "call":
-        return
-    import torch
-
-    from harness.platform.info import detect
-    from harness.store.repro import Bundle, write_bundle
-
-    props = dict(item.user_properties)
-    meta = {
-        "kind": kept["kind"],
-        "case": props.get(CASE_KEY, {}),
-        "metrics": props.get(RECORD_KEY, {}),
-        "failure": _failure_message(report),
-        "platform": detect().to_json(),
-        "versions": {"torch": torch.__version__},
-    }
-    write_bundle(Path(directory), item.nodeid, Bundle(kept["tensors"], meta))
-
-
 @pytest.fixture
 def record_checks(record_result: RecordResult) -> RecordChecks:
     """``record_checks(results)`` records each `CheckResult`'s metrics and every verdict
@@ -252,23 +206,7 @@ def record_checks(record_result: RecordResult) -> RecordChecks:
     ``known_finding``: the write-up of a documented engine finding this case reproduces
     (`harness.paths.base.known_finding`); failed checks are then recorded with it and the
     test is an xfail, counted and reported, instead of a failure. Checks that pass pass."""
-    from harness.core.checks import failure_summary, verdicts
-
-    seen: dict[str, str] = {}
-
-    def record(checks: Iterable[CheckResult], known_finding: str | None = None) -> None:
-        results = list(checks)
-        for result in results:
-            record_result(**result.metrics)
-        seen.update(verdicts(results))
-        record_result(checks=dict(seen))
-        summary = failure_summary(results)
-        if summary is not None and known_finding is not None:
-            xfail_known(record_result, known_finding, summary)
-        if summary is not None:
-            pytest.fail(summary, pytrace=False)
-
-    return record
+    return checks_recorder(record_result)
 
 
 # ------------------------------------------------------------------ peak memory
@@ -302,129 +240,3 @@ def measure_memory(qh_platform: PlatformInfo, record_result: RecordResult) -> Me
         record_result(**measurement.record_fields())
 
     return measure
-
-
-# -------------------------------------------------------------------- recording
-class ActiveHooks:
-    """Hooks registered only when qharness is active: case fields and the header."""
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        """Attach the case's fields (if its parameter provides them) to every report."""
-        callspec = getattr(item, "callspec", None)
-        fields: dict[str, Any] = {}
-        if callspec is not None:
-            for value in callspec.params.values():
-                describe = getattr(value, "record_fields", None)
-                if callable(describe):
-                    fields.update(describe())
-        item.user_properties.append((CASE_KEY, fields))
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-        report = yield
-        write_repro_bundle(item, report)
-        return report
-
-    def pytest_report_header(self, config: pytest.Config) -> list[str]:
-        from harness.platform.info import detect
-
-        info = detect()
-        simulated = f", SIMULATED: {info.simulated}" if info.simulated else ""
-        return [
-            f"qharness: platform {info.device}/{info.arch} ({info.name}{simulated}), "
-            f"torch {info.torch_version}"
-        ]
-
-
-def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
-    longrepr = report.longrepr
-    if isinstance(longrepr, tuple) and len(longrepr) == 3:
-        return str(longrepr[2]).removeprefix("Skipped: ")
-    return str(longrepr)
-
-
-def _failure_message(report: pytest.TestReport | pytest.CollectReport) -> str:
-    crash = getattr(report.longrepr, "reprcrash", None)
-    message = getattr(crash, "message", None)
-    return str(message if message is not None else report.longrepr).strip()[:2000]
-
-
-class ResultRecorder:
-    """Collects one record per test on the controller and writes the results file."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-        self.records: dict[str, dict[str, Any]] = {}
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        existing = self.records.get(report.nodeid)
-        if report.when == "teardown":
-            if report.failed and existing is not None:
-                existing["outcome"] = "error"
-                existing["reason"] = _failure_message(report)
-            return
-        if report.when == "setup" and report.passed:
-            return
-        outcome: str
-        if report.when == "call":
-            expected_failure = hasattr(report, "wasxfail")
-            if expected_failure and report.skipped:
-                outcome = "xfailed"
-            elif expected_failure and report.passed:
-                outcome = "xpassed"  # non-strict xfail that passed; strict ones are failures
-            else:
-                outcome = report.outcome
-        else:
-            outcome = "skipped" if report.skipped else "error"
-        props: dict[str, Any] = dict(report.user_properties)
-        reason = None
-        if outcome == "skipped":
-            reason = _skip_reason(report)
-        elif outcome in ("failed", "error"):
-            reason = _failure_message(report)
-        self.records[report.nodeid] = {
-            "nodeid": report.nodeid,
-            **props.get(CASE_KEY, {}),
-            "outcome": outcome,
-            "reason": reason,
-            "duration_s": round(report.duration, 6),
-            "metrics": props.get(RECORD_KEY, {}),
-        }
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        """A module skipped at collection (``pytest.skip(allow_module_level=True)``,
-        ``importorskip``) or broken there has no test reports: record it once, under the
-        module's node id, so the skip is counted with its reason and the error is seen.
-        Under xdist the controller gets each such report (deduplicated) from the workers."""
-        if report.passed or report.nodeid in self.records:
-            return
-        skipped = bool(report.skipped)
-        self.records[report.nodeid] = {
-            "nodeid": report.nodeid,
-            "outcome": "skipped" if skipped else "error",
-            "reason": _skip_reason(report) if skipped else _failure_message(report),
-            "duration_s": 0.0,
-            "metrics": {},
-        }
-
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
-        stop_gracefully_on_signals(session)
-
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        path = self.config.getoption("--qharness-results")
-        if path is None:
-            return
-        from harness.report.results import write_results
-
-        write_results(Path(path), list(self.records.values()), exitstatus=int(exitstatus))
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        skipped = Counter(r["reason"] for r in self.records.values() if r["outcome"] == "skipped")
-        if skipped:
-            terminalreporter.section("qharness: skips by reason")
-            for reason, count in skipped.most_common():
-                terminalreporter.write_line(f"{count:5d}  {reason}")
-        path = self.config.getoption("--qharness-results")
-        if path:
-            terminalreporter.write_line(f"qharness results: {path}")

@@ -35,7 +35,7 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
         (
             "suites/test_quantizers.py",
             "suites/test_linear.py",
-            "tests/paths/test_engine_linear_tables.py",
+            "integrations/torchao/tests",
         ),
         "torchao",
     ),
@@ -47,9 +47,7 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
             "suites/test_linear.py",
             "suites/test_special_values.py",
             "suites/test_float32_activations.py",
-            "tests/loading/test_vllm_loader_order.py",
-            "tests/paths/test_vllm_linear.py",
-            "tests/moe/test_vllm_cpu_moe.py",
+            "integrations/vllm/tests",
         ),
         "vllm",
     ),
@@ -58,7 +56,7 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
         (
             "suites/test_quantizers.py",
             "suites/test_linear.py",
-            "tests/paths/test_engine_linear_tables.py",
+            "integrations/quark/tests",
         ),
         "quark",
     ),

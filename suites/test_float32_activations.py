@@ -22,8 +22,11 @@ from harness.core.quantize import quantize_activation, quantize_linear
 from harness.core.schemes import get_scheme
 from harness.linear.cases import LoadedLinearCase, linear_inputs, shape_id
 from harness.linear.checks import expected_output, linear_checks
-from harness.paths import LinearProblem, get_path, linear_paths
-from harness.paths.base import activation_in_model_dtype, is_reference, output_roundings
+from harness.linear.paths import get_path, linear_paths
+from harness.paths import LinearProblem
+from harness.paths.base import activation_in_model_dtype, is_reference, linear_numerics
+from harness.platform.info import PlatformInfo
+from harness.plugin import RecordChecks
 
 # One scheme per activation handling: static per-tensor, dynamic per-token, unquantized,
 # MX blocks.
@@ -78,7 +81,9 @@ class Float32Case:
 @pytest.mark.parametrize(
     "case", [Float32Case(s, p) for s in SCHEMES for p in linear_paths()], ids=lambda c: c.id
 )
-def test_float32_activation(case: Float32Case, qh_platform: Any, record_checks: Any) -> None:
+def test_float32_activation(
+    case: Float32Case, qh_platform: PlatformInfo, record_checks: RecordChecks
+) -> None:
     """The checks of `harness.linear.checks.LINEAR_CHECKS` on a float32-valued activation."""
     scheme, path = case.scheme, case.path
     spec = get_scheme(scheme)
@@ -102,6 +107,6 @@ def test_float32_activation(case: Float32Case, qh_platform: Any, record_checks: 
     y_emulated = None
     if not is_reference(linear_path):
         y_emulated = get_path("emulated").forward(layer, x.to(device), OUT).cpu()
-    roundings = output_roundings(linear_path, spec, problem)
-    expected = expected_output(loaded, spec, True, OUT, roundings)
+    numerics = linear_numerics(linear_path, spec, problem)  # what the bounds derive from
+    expected = expected_output(loaded, spec, True, numerics)
     record_checks(linear_checks(y, y_emulated, expected, path))

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import torch
 
 from harness.core.compare import bit_mismatches
-from harness.core.quantize import quantize, quantize_activation, stored_scale
+from harness.core.quantize import QuantizedLinear, quantize, quantize_activation, stored_scale
 from harness.core.schemes import get_scheme
 from harness.linear.cases import (
     LinearCase,
@@ -18,33 +16,37 @@ from harness.linear.cases import (
     quantize_cases,
 )
 from harness.linear.checks import expected_output, linear_checks
+from harness.linear.paths import get_path
 from harness.linear.repro import linear_bundle_tensors
-from harness.paths import get_path
 from harness.paths.base import (
     is_reference,
     layer_under_conventions,
-    output_roundings,
+    linear_numerics,
     path_conventions,
 )
 from harness.paths.findings import known_finding
-from harness.plugin import xfail_known
-from harness.store.golden import GoldenError
-
-
-def _golden(golden_store: Any, entry: str) -> Any:
-    try:
-        return golden_store.load(entry)
-    except GoldenError as exc:
-        pytest.fail(str(exc), pytrace=False)
+from harness.platform.info import PlatformInfo
+from harness.plugin import (
+    MeasureMemory,
+    RecordChecks,
+    RecordResult,
+    ReproCase,
+    load_golden,
+    xfail_known,
+)
+from harness.store.golden import GoldenStore
 
 
 @pytest.mark.parametrize("case", list(quantize_cases()), ids=lambda c: c.id)
 def test_quantize_matches_golden(
-    case: QuantizeCase, golden_store: Any, qh_platform: Any, measure_memory: Any
+    case: QuantizeCase,
+    golden_store: GoldenStore,
+    qh_platform: PlatformInfo,
+    measure_memory: MeasureMemory,
 ) -> None:
     """The reference quantizer reproduces the golden codes and scales bit for bit, on device."""
     scheme = get_scheme(case.scheme)
-    data = _golden(golden_store, f"linear/{case.scheme}")
+    data = load_golden(golden_store, f"linear/{case.scheme}")
     loaded = load_linear_case(data, case.scheme, case.shape, bias=True)
     device = qh_platform.torch_device
     w_in = loaded.inputs["w"].to(device)
@@ -61,7 +63,11 @@ def test_quantize_matches_golden(
 
 
 def _run(
-    case: LinearCase, layer: Any, x: torch.Tensor, path_name: str, record_result: Any
+    case: LinearCase,
+    layer: QuantizedLinear,
+    x: torch.Tensor,
+    path_name: str,
+    record_result: RecordResult,
 ) -> torch.Tensor:
     path = get_path(path_name)
     dtype = case.problem.out_dtype
@@ -86,12 +92,12 @@ def _run(
 @pytest.mark.parametrize("case", list(linear_cases()), ids=lambda c: c.id)
 def test_linear(
     case: LinearCase,
-    golden_store: Any,
-    qh_platform: Any,
-    record_checks: Any,
-    record_result: Any,
-    measure_memory: Any,
-    repro_case: Any,
+    golden_store: GoldenStore,
+    qh_platform: PlatformInfo,
+    record_checks: RecordChecks,
+    record_result: RecordResult,
+    measure_memory: MeasureMemory,
+    repro_case: ReproCase,
 ) -> None:
     """Every check of `harness.linear.checks.LINEAR_CHECKS`, each evaluated and recorded."""
     scheme = get_scheme(case.scheme)
@@ -99,7 +105,7 @@ def test_linear(
     support = path.supports(scheme, case.problem, qh_platform)
     if not support.ok:
         pytest.skip(support.reason)
-    data = _golden(golden_store, f"linear/{case.scheme}")
+    data = load_golden(golden_store, f"linear/{case.scheme}")
     loaded = load_linear_case(data, case.scheme, case.shape, case.bias)
     device = qh_platform.torch_device
     layer, x = loaded.layer.to(device), loaded.x.to(device)
@@ -115,8 +121,8 @@ def test_linear(
     if not is_reference(path):  # same quantized operands through the emulated path
         same = layer_under_conventions(layer, conventions)
         y_emulated = get_path("emulated").forward(same, x, out_dtype).cpu()
-    roundings = output_roundings(path, scheme, case.problem)
-    expected = expected_output(loaded, scheme, case.bias, out_dtype, roundings, conventions)
+    numerics = linear_numerics(path, scheme, case.problem)  # what the bounds derive from
+    expected = expected_output(loaded, scheme, case.bias, numerics, conventions)
     repro_case("linear", **linear_bundle_tensors(loaded.layer, loaded.x, y, expected))
     record_checks(
         linear_checks(y, y_emulated, expected, case.path),

@@ -10,12 +10,10 @@ checks: harness/loading/checks.py.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import torch
 
-from harness.core.checks import accumulation_interval
+from harness.linear.paths import get_path, linear_paths
 from harness.loading.cases import (
     LoadingParams,
     checkpoint_from_golden,
@@ -23,6 +21,7 @@ from harness.loading.cases import (
     loading_params,
     reference_operands,
 )
+from harness.loading.checkpoint import LinearCheckpoint
 from harness.loading.checks import (
     check_runtime_format,
     check_shards_match_checkpoint,
@@ -31,32 +30,30 @@ from harness.loading.checks import (
     output_checks,
     rounding_checks,
 )
-from harness.loading.loaders import get_loader, loaders
-from harness.paths import get_path, linear_paths
+from harness.loading.loaders import LoadedLayer, get_loader, loaders
 from harness.paths.base import (
     LinearProblem,
     is_reference,
     layer_under_conventions,
-    output_roundings,
+    linear_numerics,
     path_conventions,
 )
+from harness.paths.bounds import linear_gemm_interval, rounds_operands
 from harness.paths.findings import FindingCase, known_finding
-from harness.plugin import xfail_known
-from harness.store.golden import GoldenError
+from harness.platform.info import PlatformInfo
+from harness.plugin import RecordChecks, RecordResult, load_golden, xfail_known
+from harness.store.golden import GoldenData, GoldenStore
 
 LOADERS = tuple(loaders())
 OUT_DTYPE = torch.bfloat16
 
 
-def _checkpoint(golden_store: Any, p: LoadingParams) -> Any:
-    try:
-        data = golden_store.load(golden_entry(p.scheme, p.case))
-    except GoldenError as exc:
-        pytest.fail(str(exc), pytrace=False)
+def _checkpoint(golden_store: GoldenStore, p: LoadingParams) -> tuple[GoldenData, LinearCheckpoint]:
+    data = load_golden(golden_store, golden_entry(p.scheme, p.case))
     return data, checkpoint_from_golden(data, p.scheme, p.case)
 
 
-def _load(loader: str, ckpt: Any, flavour: str) -> Any:
+def _load(loader: str, ckpt: LinearCheckpoint, flavour: str) -> LoadedLayer:
     support = get_loader(loader).supports(ckpt.scheme, flavour)
     if not support.ok:
         pytest.skip(support.reason)
@@ -65,7 +62,7 @@ def _load(loader: str, ckpt: Any, flavour: str) -> Any:
 
 @pytest.mark.parametrize("p", list(loading_params(loaders=LOADERS)), ids=lambda p: p.id)
 def test_loaded_shards_dequantize_to_checkpoint(
-    p: LoadingParams, golden_store: Any, record_checks: Any
+    p: LoadingParams, golden_store: GoldenStore, record_checks: RecordChecks
 ) -> None:
     """Exact where only flavour normalization ran; within one ULP where requantized."""
     _, ckpt = _checkpoint(golden_store, p)
@@ -77,7 +74,10 @@ def test_loaded_shards_dequantize_to_checkpoint(
 
 @pytest.mark.parametrize("p", list(loading_params()), ids=lambda p: p.id)
 def test_loaders_agree_bit_for_bit(
-    p: LoadingParams, golden_store: Any, record_result: Any, record_checks: Any
+    p: LoadingParams,
+    golden_store: GoldenStore,
+    record_result: RecordResult,
+    record_checks: RecordChecks,
 ) -> None:
     """Every loader gives the same runtime tensors as the first, whatever its step order;
     every loader that disagrees is named."""
@@ -108,10 +108,10 @@ def test_loaders_agree_bit_for_bit(
 )
 def test_loaded_layer_output(
     p: LoadingParams,
-    golden_store: Any,
-    qh_platform: Any,
-    record_checks: Any,
-    record_result: Any,
+    golden_store: GoldenStore,
+    qh_platform: PlatformInfo,
+    record_checks: RecordChecks,
+    record_result: RecordResult,
 ) -> None:
     """Output of the loaded layer through a path vs the golden, bias applied exactly once."""
     data, ckpt = _checkpoint(golden_store, p)
@@ -147,14 +147,17 @@ def test_loaded_layer_output(
     bias = data.tensors["bias"].double()
     abs_product = data.tensors["abs_product"].double()
     bound = output_bound(y_ref, bias, abs_product, k, p.bias, OUT_DTYPE)
-    roundings = output_roundings(path, loaded.layer.scheme, problem)
+    numerics = linear_numerics(path, loaded.layer.scheme, problem)  # bounds derive from it
     y_emulated = None
     if not is_reference(path):  # the same loaded layer through the emulated path
         same = layer_under_conventions(loaded.layer, conventions)
         y_emulated = get_path("emulated").forward(same, x, OUT_DTYPE).cpu()
-    interval = accumulation_interval(a, w, bias if p.bias else None, OUT_DTYPE)
+    interval = linear_gemm_interval(a, w, bias if p.bias else None, numerics)
+    other = ""
+    if rounds_operands(a, w, numerics):
+        other = f"the path multiplies operands rounded to {numerics.operand_dtype}"
     results = [
         *output_checks(y, y_ref, bias, bound, p.bias, p.path),
-        *rounding_checks(y, y_emulated, interval, roundings, p.path),
+        *rounding_checks(y, y_emulated, interval, numerics.output_roundings, p.path, other),
     ]
     record_checks(results, known_finding=finding)

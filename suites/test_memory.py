@@ -14,6 +14,7 @@ import torch
 from harness.core.inputs import bias_vector, scaled_normal
 from harness.core.quantize import quantize_linear
 from harness.core.schemes import SCHEMES, get_scheme
+from harness.linear.paths import get_path, linear_paths
 from harness.memory.budget import (
     HELD,
     IDEAL,
@@ -26,7 +27,9 @@ from harness.memory.budget import (
 )
 from harness.memory.check import MEMORY_SHAPES, check_forward_memory
 from harness.memory.tracker import peak_not_meaningful
-from harness.paths import LinearProblem, get_path, linear_paths
+from harness.paths import LinearProblem
+from harness.platform.info import PlatformInfo
+from harness.plugin import RecordResult
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,9 @@ def memory_cases() -> Iterator[MemoryCase]:
 
 
 @pytest.mark.parametrize("case", list(memory_cases()), ids=lambda c: c.id)
-def test_forward_memory(case: MemoryCase, qh_platform: Any, record_result: Any) -> None:
+def test_forward_memory(
+    case: MemoryCase, qh_platform: PlatformInfo, record_result: RecordResult
+) -> None:
     if qh_platform.simulated:
         pytest.skip(peak_not_meaningful(qh_platform))
     scheme = get_scheme(case.scheme)

@@ -53,15 +53,9 @@ from harness.moe.paths.kernels import MOE_KERNELS
 from harness.moe.paths.native import NativeMoEPath
 from harness.paths.base import is_reference, kernel_name
 from harness.platform import capabilities
-from harness.platform.info import platform_key
-from harness.store.golden import GoldenError
-
-
-def _golden(golden_store: Any, entry: str) -> Any:
-    try:
-        return golden_store.load(entry)
-    except GoldenError as exc:
-        pytest.fail(str(exc), pytrace=False)
+from harness.platform.info import PlatformInfo, platform_key
+from harness.plugin import RecordChecks, RecordResult, load_golden
+from harness.store.golden import GoldenStore
 
 
 # ------------------------------------------------------------------ dispatch table
@@ -86,7 +80,7 @@ def test_moe_path_dispatch_table_is_consistent(path: str) -> None:
 
 
 @pytest.mark.parametrize("scheme", sorted(SCHEMES))
-def test_moe_native_decision_runs_where_probed(scheme: str, qh_platform: Any) -> None:
+def test_moe_native_decision_runs_where_probed(scheme: str, qh_platform: PlatformInfo) -> None:
     """A native decision whose kernel the probe finds here must run every suite problem
     (no silent skip), and a kernel this arch is expected to have must be found."""
     native = NativeMoEPath()
@@ -108,12 +102,12 @@ def test_moe_native_decision_runs_where_probed(scheme: str, qh_platform: Any) ->
 # -------------------------------------------------------------- checkpoint, routing
 @pytest.mark.parametrize("scheme", sorted(SCHEMES))
 def test_moe_checkpoint_and_routing_match_golden(
-    scheme: str, golden_store: Any, qh_platform: Any
+    scheme: str, golden_store: GoldenStore, qh_platform: PlatformInfo
 ) -> None:
     """The seeded inputs are those the golden was built from; then expert weights quantized
     on this device, static scales and the routing of all 64 tokens reproduce it bit for bit."""
     spec = get_scheme(scheme)
-    data = _golden(golden_store, golden_entry(scheme))
+    data = load_golden(golden_store, golden_entry(scheme))
     t = data.tensors
     inputs = moe_inputs(scheme)
     # Inputs first, so a changed generator is never blamed on the quantizer.
@@ -148,7 +142,7 @@ def test_moe_checkpoint_and_routing_match_golden(
 
 # ----------------------------------------------------------------------- the block
 def _run(
-    path_name: str, layer: MoELayer, x: torch.Tensor, routing: Routing, platform: Any
+    path_name: str, layer: MoELayer, x: torch.Tensor, routing: Routing, platform: PlatformInfo
 ) -> MoETrace:
     try:
         return get_moe_path(path_name).forward(layer, x, routing, platform)
@@ -172,7 +166,11 @@ def _unquantized_output(
 
 @pytest.mark.parametrize("case", list(moe_cases()), ids=lambda c: c.id)
 def test_moe(
-    case: MoECase, golden_store: Any, qh_platform: Any, record_result: Any, record_checks: Any
+    case: MoECase,
+    golden_store: GoldenStore,
+    qh_platform: PlatformInfo,
+    record_result: RecordResult,
+    record_checks: RecordChecks,
 ) -> None:
     """Every check of `harness.moe.checks.MOE_CHECKS`, each evaluated and recorded."""
     scheme = get_scheme(case.scheme)
@@ -182,7 +180,7 @@ def test_moe(
         pytest.skip(support.reason)
     numerics = path.numerics(scheme, qh_platform)
     record_result(kernel=kernel_name(path, scheme, qh_platform), numerics=numerics.describe())
-    loaded = load_moe_case(_golden(golden_store, golden_entry(case.scheme)), case)
+    loaded = load_moe_case(load_golden(golden_store, golden_entry(case.scheme)), case)
     device = qh_platform.torch_device
     layer = loaded.layer
 

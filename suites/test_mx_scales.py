@@ -7,13 +7,13 @@ way to the scale shows up here as mismatching E8M0 or element codes.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from harness.core.compare import bit_mismatches
 from harness.core.quantize import quantize, stored_scale
 from harness.core.schemes import mx_spec
+from harness.platform.info import PlatformInfo
+from harness.plugin import golden_failures
 from harness.quantizers.mx_edge_cases import (
     MX_ELEMENT_FORMATS,
     MX_MODES,
@@ -21,17 +21,17 @@ from harness.quantizers.mx_edge_cases import (
     golden_blocks,
     golden_entry,
 )
-from harness.store.golden import GoldenError
+from harness.store.golden import GoldenStore
 
 
 @pytest.mark.parametrize("mode", MX_MODES)
 @pytest.mark.parametrize("fmt", MX_ELEMENT_FORMATS)
-def test_mx_scale_edge_cases(fmt: str, mode: str, golden_store: Any, qh_platform: Any) -> None:
-    try:
+def test_mx_scale_edge_cases(
+    fmt: str, mode: str, golden_store: GoldenStore, qh_platform: PlatformInfo
+) -> None:
+    with golden_failures():
         data = golden_store.load(golden_entry(fmt))
         blocks = golden_blocks(data, fmt)
-    except GoldenError as exc:
-        pytest.fail(str(exc), pytrace=False)
     spec = mx_spec(fmt, mode)
     q = quantize(blocks.to(qh_platform.torch_device), spec)
     scale_codes = stored_scale(q.scale, spec).flatten().cpu()

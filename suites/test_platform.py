@@ -7,17 +7,16 @@ path's supported list (users fall back to emulation for no reason).
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
+from harness.linear.paths import linear_paths
 from harness.moe.paths import moe_paths
-from harness.paths import linear_paths
 from harness.paths.base import uses_capabilities
 from harness.platform import capabilities
+from harness.platform.info import PlatformInfo
 
 
-def test_expected_capabilities_are_present(qh_platform: Any) -> None:
+def test_expected_capabilities_are_present(qh_platform: PlatformInfo) -> None:
     found = capabilities.capabilities(qh_platform)
     expected = capabilities.expected(qh_platform)
     if not expected:
@@ -26,7 +25,7 @@ def test_expected_capabilities_are_present(qh_platform: Any) -> None:
     assert not missing, f"expected on {qh_platform.arch} but the probe failed: {missing}"
 
 
-def test_every_available_capability_is_used_by_a_path(qh_platform: Any) -> None:
+def test_every_available_capability_is_used_by_a_path(qh_platform: PlatformInfo) -> None:
     claimed: set[str] = set()
     for path in (*linear_paths().values(), *moe_paths().values()):
         claimed |= uses_capabilities(path)

@@ -20,7 +20,7 @@ from harness.core.quantize import QuantizedTensor, scale_from_stored
 from harness.core.schemes import SCHEMES, QuantSpec, get_scheme, mx_spec
 from harness.linear.cases import LINEAR_SHAPES, golden_entry, golden_inputs, shape_id
 from harness.paths.findings import FindingCase, known_finding
-from harness.plugin import xfail_known
+from harness.plugin import RecordResult, golden_failures, xfail_known
 from harness.quantizers import engine_of, get_quantizer, quantizers
 from harness.quantizers.base import shape_support
 from harness.quantizers.expect import code_and_scale_mismatches, expectation, expected_spec
@@ -31,7 +31,7 @@ from harness.quantizers.mx_edge_cases import (
     golden_blocks,
 )
 from harness.quantizers.mx_edge_cases import golden_entry as edge_golden_entry
-from harness.store.golden import GoldenError
+from harness.store.golden import GoldenStore
 
 ROLES: dict[str, str] = {"weight": "w", "activation": "x"}  # role -> golden tensor prefix
 SHOWN = 12  # mismatching tiles/blocks named in a failure message
@@ -148,7 +148,7 @@ def _check(
     actual: QuantizedTensor,
     expected: QuantizedTensor,
     label: Callable[[int, int], str],
-    record_result: Callable[..., None],
+    record_result: RecordResult,
 ) -> None:
     codes_wrong, scales_wrong = code_and_scale_mismatches(actual, expected)
     wrong = (codes_wrong | scales_wrong).nonzero().tolist()
@@ -175,19 +175,15 @@ def _check(
 
 @pytest.mark.parametrize("case", TENSOR_CASES, ids=lambda c: c.id)
 def test_quantizer_on_golden_tensors(
-    case: TensorCase, golden_store: Any, record_result: Callable[..., None]
+    case: TensorCase, golden_store: GoldenStore, record_result: RecordResult
 ) -> None:
     spec = case.spec
-    try:
+    with golden_failures():
         data = golden_store.load(golden_entry(case.scheme))
-    except GoldenError as exc:
-        pytest.fail(str(exc), pytrace=False)
     prefix = f"{shape_id(case.shape)}.{ROLES[case.role]}"
     # goldens pin the float inputs by digest; golden_inputs regenerates and checks them
-    try:
+    with golden_failures():
         w, x = golden_inputs(data, case.scheme, case.shape)
-    except GoldenError as exc:
-        pytest.fail(str(exc), pytrace=False)
     if case.role == "weight":
         x = w
     golden = QuantizedTensor(
@@ -208,14 +204,12 @@ def test_quantizer_on_golden_tensors(
 
 @pytest.mark.parametrize("case", EDGE_CASES, ids=lambda c: c.id)
 def test_quantizer_on_mx_edge_cases(
-    case: EdgeCase, golden_store: Any, record_result: Callable[..., None]
+    case: EdgeCase, golden_store: GoldenStore, record_result: RecordResult
 ) -> None:
     spec = case.spec
-    try:
+    with golden_failures():
         data = golden_store.load(edge_golden_entry(case.fmt))
         blocks = golden_blocks(data, case.fmt)
-    except GoldenError as exc:
-        pytest.fail(str(exc), pytrace=False)
     golden = QuantizedTensor(
         data.tensors[f"{case.mode}.element_codes"],
         scale_from_stored(data.tensors[f"{case.mode}.scale_codes"].reshape(-1, 1), spec),

@@ -18,6 +18,7 @@ from harness.core.checks import CheckResult, failed, first_offender, passed
 from harness.core.formats import decode
 from harness.core.quantize import quantize_activation, stored_scale
 from harness.core.schemes import get_scheme
+from harness.linear.paths import get_path
 from harness.linear.special_values import (
     ROW_NAN,
     ROW_SATURATED,
@@ -28,9 +29,9 @@ from harness.linear.special_values import (
     special_cases,
     special_inputs,
 )
-from harness.paths import get_path
 from harness.paths.findings import known_finding
-from harness.plugin import xfail_known
+from harness.platform.info import PlatformInfo
+from harness.plugin import RecordChecks, RecordResult, xfail_known
 
 OUT_DTYPE = torch.float32
 E8M0_NAN = 0xFF
@@ -103,7 +104,10 @@ def _other_rows(y: torch.Tensor, y_clean: torch.Tensor) -> CheckResult:
 
 @pytest.mark.parametrize("case", list(special_cases()), ids=lambda c: c.id)
 def test_special_values(
-    case: SpecialCase, qh_platform: Any, record_checks: Any, record_result: Any
+    case: SpecialCase,
+    qh_platform: PlatformInfo,
+    record_checks: RecordChecks,
+    record_result: RecordResult,
 ) -> None:
     scheme = get_scheme(case.scheme)
     path = get_path(case.path)

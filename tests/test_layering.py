@@ -18,7 +18,7 @@ HARNESS = Path(__file__).resolve().parent.parent / "harness"
 # Lowest first. Each name is a subpackage or a top-level module of harness/.
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"errors", "version"}),
-    frozenset({"core"}),
+    frozenset({"core", "registry"}),  # registry: named plugins from entry points
     frozenset({"ops"}),  # thin torch glue: argument layouts, shared by probes and paths
     frozenset({"platform"}),  # detection, and probes that run the ops
     frozenset({"store"}),
@@ -26,6 +26,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"linear", "moe", "loading", "quantizers"}),
     frozenset({"memory", "catalog"}),
     frozenset({"report"}),
+    frozenset({"pytest_plugin"}),  # the plugin's parts: recorder, pinning, verdicts
     frozenset({"plugin", "cli", "quantize"}),
     frozenset({"__init__"}),  # the front door re-exports names from every layer below
     frozenset({"__main__"}),

@@ -35,14 +35,17 @@ def gamma(n: int, u: float) -> float:
     return n * u / (1 - n * u)
 
 
-def dot_error_bound(
-    abs_product: torch.Tensor, k: int, accum_dtype: torch.dtype = torch.float32
+def gamma_bound(
+    abs_terms: torch.Tensor, roundings: int, dtype: torch.dtype = torch.float32
 ) -> torch.Tensor:
-    """Largest error of K-term dot products accumulated in ``accum_dtype`` (Higham 3.5).
+    """gamma_n(u_dtype) * abs_terms: the largest error of a sum computed in ``dtype`` whose
+    every term passes through at most n = ``roundings`` roundings (Higham Thm 3.5).
 
-    ``abs_product`` is |A| @ |B|^T (plus |bias| when the bias joins the sum: K+1 terms).
+    A K-term dot product (the product and K - 1 additions) is n = K; a bias added in the
+    same precision one more; each float32 scale multiply or operand dequantization one more.
+    ``abs_terms`` is the sum of the terms' magnitudes, |A| @ |B|^T (+ |bias|).
     """
-    return gamma(k + 1, unit_roundoff(accum_dtype)) * abs_product
+    return gamma(roundings, unit_roundoff(dtype)) * abs_terms
 
 
 def rounding_bound(y: torch.Tensor, dtype: torch.dtype, roundings: int = 1) -> torch.Tensor:

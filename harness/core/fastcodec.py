@@ -41,6 +41,7 @@ from harness.core.formats import (
     e8m0_scale_bits,
     encode,
     get_format,
+    magnitudes,
 )
 from harness.core.fused import SCALE_GRID_MIN_ELEMENTS, large_cpu_compiled
 
@@ -120,16 +121,10 @@ def _torch_dtype(fmt: ElementFormat) -> torch.dtype | None:
         return None
 
 
-@functools.cache
-def _magnitudes(fmt: ElementFormat) -> frozenset[float]:
-    values = decode(torch.arange(fmt.sign_bit, dtype=torch.uint8), fmt)
-    return frozenset(float(v) for v in values if bool(torch.isfinite(v)))
-
-
 def _bound(fmt: ElementFormat, clamp_max: float | None) -> float:
     """The saturation bound, validated as the reference validates it."""
     bound = fmt.max_finite if clamp_max is None else float(clamp_max)
-    if not 0 < bound <= fmt.max_finite or bound not in _magnitudes(fmt):
+    if not 0 < bound <= fmt.max_finite or not bool((magnitudes(fmt) == bound).any()):
         raise ValueError(f"clamp_max={clamp_max} is not a positive {fmt.name} value")
     return bound
 

@@ -166,6 +166,12 @@ def _tables(fmt: ElementFormat) -> _Tables:
     )
 
 
+def magnitudes(fmt: ElementFormat | str) -> torch.Tensor:
+    """The format's finite non-negative values, ascending (float64, built once per format;
+    do not modify)."""
+    return _tables(get_format(fmt) if isinstance(fmt, str) else fmt).magnitudes
+
+
 def decode(codes: torch.Tensor, fmt: ElementFormat | str) -> torch.Tensor:
     """Decode ``uint8`` codes to float32 values (exact: every format fits in float32)."""
     fmt = get_format(fmt) if isinstance(fmt, str) else fmt

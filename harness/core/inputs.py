@@ -23,7 +23,7 @@ import math
 
 import torch
 
-from harness.core.formats import get_format
+from harness.core.formats import get_format, magnitudes
 from harness.core.quantize import tile_amax, tile_shape
 from harness.core.scales import compute_scale
 from harness.core.schemes import QuantSpec
@@ -100,7 +100,7 @@ def tie_points(fmt_name: str) -> list[float]:
     mant_bits + 2 significant bits: exact in bfloat16 for every element format.
     """
     fmt = get_format(fmt_name)
-    mags = [v for v in _magnitudes(fmt_name) if v > 0]
+    mags = [v for v in magnitudes(fmt_name).tolist() if v > 0]
     starts = sorted({fmt.min_subnormal, fmt.min_normal, 1.0, 2.0**fmt.emax})
     ties: set[float] = {fmt.min_subnormal / 2}  # the tie between 0 and the smallest subnormal
     for start in starts:
@@ -111,16 +111,10 @@ def tie_points(fmt_name: str) -> list[float]:
     return sorted(ties)
 
 
-def _magnitudes(fmt_name: str) -> list[float]:
-    from harness.core.formats import _tables
-
-    return [float(v) for v in _tables(get_format(fmt_name)).magnitudes]
-
-
 def subnormal_points(fmt_name: str) -> list[float]:
     """Subnormal values of the format (exact codes), in units of the scale."""
     fmt = get_format(fmt_name)
-    return [v for v in _magnitudes(fmt_name) if 0 < v < fmt.min_normal][:3]
+    return [v for v in magnitudes(fmt_name).tolist() if 0 < v < fmt.min_normal][:3]
 
 
 def beyond_points(spec: QuantSpec) -> list[float]:
@@ -130,7 +124,7 @@ def beyond_points(spec: QuantSpec) -> list[float]:
     instead of 224 for e4m3fnuz) or not at all gives another code for the last; overshoots
     stay within about 10%, so saturation costs little more than rounding (SQNR floors)."""
     fmt = get_format(spec.format)
-    mags = _magnitudes(spec.format)
+    mags = magnitudes(spec.format).tolist()
     above = [v for v in mags if v > spec.qmax]
     nxt = above[0] if above else 2.0 ** (fmt.emax + 1)
     return [spec.qmax, (spec.qmax + nxt) / 2, (spec.qmax + 3 * nxt) / 4]

@@ -29,7 +29,8 @@ from harness.core.quantize import (
     stored_scale,
 )
 from harness.core.schemes import SCHEMES, get_scheme
-from harness.paths import LinearProblem, linear_paths
+from harness.linear.paths import linear_paths
+from harness.paths import LinearProblem
 from harness.paths.findings import FindingCase
 from harness.store.golden import GoldenData, regenerated, register_each, tensor_digest
 

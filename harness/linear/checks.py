@@ -24,7 +24,6 @@ import torch
 from harness.core import checks as core_checks
 from harness.core.checks import (
     CheckResult,
-    accumulation_interval,
     check_finite,
     check_within_bound,
     failed,
@@ -39,7 +38,8 @@ from harness.core.compare import (
 from harness.core.quantize import quantize_activation
 from harness.core.schemes import Scheme
 from harness.linear.cases import LoadedLinearCase
-from harness.paths.base import with_activation_conventions
+from harness.paths.base import Numerics, with_activation_conventions
+from harness.paths.bounds import linear_gemm_interval, rounds_operands
 
 LINEAR_CHECKS = (
     "finite",
@@ -63,6 +63,7 @@ class ExpectedOutput:
     cancellation_db: float
     roundings: int  # how many times the path rounds to the output dtype
     scheme: Scheme
+    other_operands: str = ""  # why the path multiplies other operands than emulated, if so
 
     @property
     def determined(self) -> torch.Tensor:
@@ -79,16 +80,17 @@ def expected_output(
     loaded: LoadedLinearCase,
     scheme: Scheme,
     bias: bool,
-    out_dtype: torch.dtype,
-    roundings: int,
+    numerics: Numerics,
     conventions: frozenset[str] = frozenset(),
 ) -> ExpectedOutput:
-    """The golden reference, the derived bound and the rounding interval of one case.
+    """The golden reference, the derived bound and the rounding interval of one case, for a
+    path declaring ``numerics`` (`harness.paths.bounds`, the one GEMM bound).
 
     A path that declares engine ``conventions`` for its activation quantizer is held to the
     activation the reference quantizer computes under them: the golden product plus the
     exact float64 effect of the activation values that differ (zero where none do).
     """
+    out_dtype, roundings = numerics.out_dtype, numerics.output_roundings
     n = loaded.layer.weight.codes.shape[0]
     # Reference: golden float64 product of the dequantized operands, plus the bias; the
     # same product recomputed here in float64 is the center of the bit-exact interval.
@@ -98,12 +100,18 @@ def expected_output(
     reference = loaded.y_ref.double() + b
     if conventions:
         reference = reference + (a - _activation(loaded, scheme)) @ w.t()
-    # The accumulation interval of the loaded operands (core.checks: Higham gamma_{K+3})
-    acc = accumulation_interval(a, w, b, out_dtype)
-    # vs golden: the radius, the golden's float32 storage (u_f32 |y|), and the path's
+    # The interval of the loaded operands as the path multiplies them (paths.bounds)
+    acc = linear_gemm_interval(a, w, b if bias else None, numerics)
+    # vs golden: the radius, the exact effect of a declared operand rounding (zero where
+    # it changes nothing), the golden's float32 storage (u_f32 |y|), and the path's
     # roundings to the output dtype (u_out |y| each).
+    other, operand_effect = "", torch.zeros_like(acc.radius)
+    if rounds_operands(a, w, numerics):
+        other = f"the path multiplies operands rounded to {numerics.operand_dtype}"
+        operand_effect = (acc.center - (a @ w.t() + b)).abs()
     bound = (
         acc.radius
+        + operand_effect
         + rounding_bound(reference, torch.float32)
         + rounding_bound(reference, out_dtype, roundings=roundings)
     )
@@ -112,7 +120,7 @@ def expected_output(
     # (computed from the unquantized inputs) is added back before comparing with the floor.
     exact = loaded.x.double() @ loaded.inputs["w"].double().t() + b
     cancellation = cancellation_db(loaded.x, loaded.inputs["w"], b if bias else None)
-    return ExpectedOutput(reference, bound, lo, hi, exact, cancellation, roundings, scheme)
+    return ExpectedOutput(reference, bound, lo, hi, exact, cancellation, roundings, scheme, other)
 
 
 def check_vs_golden(y: torch.Tensor, exp: ExpectedOutput, path: str) -> CheckResult:
@@ -134,7 +142,9 @@ def check_rounding_interval(y: torch.Tensor, exp: ExpectedOutput, path: str) -> 
 def check_bits_vs_emulated(
     y: torch.Tensor, y_emulated: torch.Tensor | None, exp: ExpectedOutput, path: str
 ) -> CheckResult:
-    return core_checks.check_bits_vs_emulated(y, y_emulated, exp.lo, exp.hi, exp.roundings, path)
+    return core_checks.check_bits_vs_emulated(
+        y, y_emulated, exp.lo, exp.hi, exp.roundings, path, exp.other_operands
+    )
 
 
 def check_vs_emulated(

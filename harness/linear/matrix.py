@@ -14,9 +14,10 @@ from typing import Any
 import torch
 
 from harness.core.schemes import SCHEMES
-from harness.paths import LinearProblem, linear_paths
+from harness.linear.paths import linear_paths
+from harness.linear.paths.native import LINEAR_NATIVE_DISPATCH, linear_dispatch_problems
+from harness.paths import LinearProblem
 from harness.paths.dispatch import EMULATE, decision, table_json
-from harness.paths.native import LINEAR_NATIVE_DISPATCH, linear_dispatch_problems
 from harness.platform.info import PlatformInfo, platform_key
 
 REPRESENTATIVE_PROBLEM = LinearProblem(m=32, n=64, k=256, bias=True, out_dtype=torch.bfloat16)

@@ -21,7 +21,7 @@ from harness.core.quantize import QuantizedLinear, QuantizedTensor
 from harness.core.schemes import get_scheme
 from harness.linear.cases import OUT_DTYPES
 from harness.linear.checks import ExpectedOutput, linear_checks
-from harness.paths import get_path
+from harness.linear.paths import get_path
 from harness.paths.base import is_reference
 from harness.platform.info import detect
 from harness.store.repro import Bundle, ReproError

@@ -31,7 +31,8 @@ import torch
 from harness.core.inputs import bias_vector, calibration_batch, scaled_normal, static_scale_for
 from harness.core.quantize import QuantizedLinear, quantize_linear
 from harness.core.schemes import SCHEMES, Scheme, get_scheme
-from harness.paths import LinearProblem, linear_paths
+from harness.linear.paths import linear_paths
+from harness.paths import LinearProblem
 from harness.paths.findings import FindingCase
 
 SPECIAL_SHAPE = (4, 128, 256)  # M x N x K: whole 128-blocks, so every native kernel may run

@@ -22,7 +22,6 @@ from __future__ import annotations
 import torch
 
 from harness.core.checks import (
-    AccumulationInterval,
     CheckResult,
     check_bits_vs_emulated,
     check_finite,
@@ -33,7 +32,7 @@ from harness.core.checks import (
     passed,
 )
 from harness.core.compare import (
-    dot_error_bound,
+    gamma_bound,
     rounding_bound,
 )
 from harness.loading.checkpoint import LinearCheckpoint
@@ -43,6 +42,7 @@ from harness.loading.invariants import (
     shard_violations,
 )
 from harness.loading.loaders import LoadedLayer
+from harness.paths.bounds import GemmInterval
 
 
 def check_runtime_format(loaded: LoadedLayer, flavour: str) -> CheckResult:
@@ -97,7 +97,7 @@ def output_bound(
     """
     reference = y_ref + (bias if with_bias else 0)
     return (
-        dot_error_bound(abs_product + bias.abs(), k, torch.float32)
+        gamma_bound(abs_product + bias.abs(), k + 1, torch.float32)
         + rounding_bound(reference, torch.float32)
         + rounding_bound(y_ref.abs() + 2 * bias.abs(), out_dtype, roundings=2)
     )
@@ -145,14 +145,15 @@ def output_checks(
 def rounding_checks(
     y: torch.Tensor,
     y_emulated: torch.Tensor | None,
-    interval: AccumulationInterval,
+    interval: GemmInterval,
     roundings: int,
     path: str,
+    other_operands: str = "",
 ) -> list[CheckResult]:
     """``rounding_interval`` and ``bits_vs_emulated`` (see the module docstring), the
     linear suite's checks on the loaded layer's accumulation interval."""
     lo, hi = interval.lo, interval.hi
     return [
         check_rounding_interval(y, lo, hi, roundings, path),
-        check_bits_vs_emulated(y, y_emulated, lo, hi, roundings, path),
+        check_bits_vs_emulated(y, y_emulated, lo, hi, roundings, path, other_operands),
     ]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from harness.core.compare import bit_mismatches
-from harness.core.formats import decode
+from harness.core.formats import decode, magnitudes
 from harness.core.schemes import WHOLE
 from harness.loading.checkpoint import LinearCheckpoint
 from harness.loading.loaders import LoadedLayer, Loader
@@ -32,14 +32,6 @@ def requantized_shards(ckpt: LinearCheckpoint) -> frozenset[int]:
     return frozenset(i for i, v in scales.items() if v != top and ckpt.shards[i].width)
 
 
-def _magnitudes(fmt_name: str) -> torch.Tensor:
-    """Finite non-negative values of a format, ascending (float64)."""
-    values = decode(torch.arange(256, dtype=torch.uint8), fmt_name).double()
-    finite = values[torch.isfinite(values)].abs()
-    unique: torch.Tensor = torch.unique(finite)
-    return unique
-
-
 def one_ulp_violations(
     codes: torch.Tensor, fmt_name: str, exact_values: torch.Tensor, scale: float
 ) -> int:
@@ -50,7 +42,7 @@ def one_ulp_violations(
     code on the side of the exact value, so RNE (half a step) plus the float32 rounding of
     the dequantize/divide passes, and a wrong code does not.
     """
-    mags = _magnitudes(fmt_name)
+    mags = magnitudes(fmt_name)
     q = decode(codes, fmt_name).double().reshape(-1)
     t = (exact_values.double() / scale).reshape(-1)
     idx = torch.searchsorted(mags, q.abs())

@@ -35,7 +35,7 @@ from harness.loading.transforms import (
     scales_to_tile_grid,
 )
 from harness.paths.base import Support
-from harness.paths.registry import Registry
+from harness.registry import Registry
 
 ENTRY_POINT_GROUP = "qharness.loaders"
 
@@ -231,7 +231,7 @@ COMMUTING_STEPS: dict[frozenset[str], str] = {
 
 # All loaders by name: built-ins first, then entry points. Names must be unique.
 loaders: Registry[Loader] = Registry(
-    ENTRY_POINT_GROUP, Loader, "loader", "docs/LOADING.md", BUILTIN_LOADERS
+    ENTRY_POINT_GROUP, Loader, "loader", "docs/LOADING.md", lambda: BUILTIN_LOADERS
 )
 
 

@@ -31,7 +31,7 @@ import torch
 from harness.core.formats import get_format
 from harness.core.quantize import QuantizedLinear, scale_grid, tile_shape
 from harness.core.schemes import QuantSpec, Scheme
-from harness.paths import get_path
+from harness.linear.paths import get_path
 from harness.paths.base import LinearPath, LinearProblem, is_reference
 from harness.platform.info import PlatformInfo
 

@@ -22,67 +22,27 @@ from dataclasses import dataclass
 import torch
 
 from harness.core.checks import Offender, first_offender
-from harness.core.compare import gamma, unit_roundoff
 from harness.moe.bounds import row_products
 from harness.paths.base import Numerics
-
-U32 = unit_roundoff(torch.float32)
-U64 = unit_roundoff(torch.float64)
+from harness.paths.bounds import GemmInterval, gemm_interval, operands_as_multiplied
 
 
-@dataclass(frozen=True)
-class RoundedInterval:
-    """Per element, the closed range of output-dtype values a correct kernel may return."""
-
-    lo: torch.Tensor  # float32 holding values of the output dtype
-    hi: torch.Tensor
-
-    @property
-    def determined(self) -> torch.Tensor:
-        return self.lo == self.hi
-
-    def contains(self, values: torch.Tensor) -> torch.Tensor:
-        return (values >= self.lo) & (values <= self.hi)  # NaN is never contained
-
-
-def accumulator_error(
-    abs_product: torch.Tensor, exact_abs: torch.Tensor, k: int, numerics: Numerics
-) -> torch.Tensor:
-    """Bound on |float32 result before the output rounding - exact|, operands as multiplied."""
-    err = gamma(k, U32) * abs_product
-    return err + numerics.epilogue_roundings * U32 * (exact_abs + err)
-
-
-def _float32_inside(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The smallest float32 >= lo and the largest float32 <= hi (float64 inputs)."""
-    lo32, hi32 = lo.float(), hi.float()
-    lo32 = torch.where(lo32.double() < lo, torch.nextafter(lo32, torch.tensor(torch.inf)), lo32)
-    hi32 = torch.where(hi32.double() > hi, torch.nextafter(hi32, torch.tensor(-torch.inf)), hi32)
-    return lo32, hi32
-
-
-def rounded_interval(
+def grouped_gemm_interval(
     a: torch.Tensor,
     w: torch.Tensor,
     row_experts: torch.Tensor,
     numerics: Numerics,
     also: tuple[Numerics, ...] = (),
-) -> RoundedInterval:
-    """Interval of a_r @ W_e^T as ``numerics`` computes and rounds it.
-
-    The accumulation radius is the largest of ``numerics`` and ``also`` (so a second path
-    multiplying the same operands is inside it too).
-    """
+) -> GemmInterval:
+    """Interval of a_r @ W_e^T as ``numerics`` computes and rounds it (the one GEMM bound,
+    `harness.paths.bounds`): K float32 roundings per term, no bias, a float64 sum of K
+    terms for the center. The radius is the largest of ``numerics`` and ``also`` (so a
+    second path multiplying the same operands is inside it too)."""
     exact, abs_product = row_products(
-        numerics.round_operand(a), numerics.round_operand(w), row_experts
+        operands_as_multiplied(a, numerics), operands_as_multiplied(w, numerics), row_experts
     )
     k = int(a.shape[1])
-    radius = torch.stack(
-        [accumulator_error(abs_product, exact.abs(), k, n) for n in (numerics, *also)]
-    ).amax(0)
-    radius = radius + gamma(k, U64) * abs_product  # c itself is a float64 sum of K terms
-    lo32, hi32 = _float32_inside(exact - radius, exact + radius)
-    return RoundedInterval(numerics.round_output(lo32), numerics.round_output(hi32))
+    return gemm_interval(exact, abs_product, numerics, k, k, also)
 
 
 @dataclass(frozen=True)
@@ -131,7 +91,7 @@ def gemm_agreement(
     its left operand, its numerics), also bit-for-bit agreement where determined and the
     reference's rounded values inside the interval, on rows with identical operands."""
     also = () if reference is None else (reference[2],)
-    interval = rounded_interval(a, w, row_experts, numerics, also)
+    interval = grouped_gemm_interval(a, w, row_experts, numerics, also)
     bounds = (interval.lo, interval.hi)
     outside = ~interval.contains(y)
     outside_own = int(outside.sum())

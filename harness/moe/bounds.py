@@ -40,11 +40,6 @@ SILU_LIPSCHITZ = 1.0999  # max |d/dx x*sigmoid(x)| = 1.09984... at x ~ 2.3994
 SILU_MUL_ROUNDOFFS = 6  # silu (4 u) + product (1 u) + 1 u spare, in the activation dtype
 
 
-# A path's numerics are the shared declaration (harness.paths.base.Numerics); the old name
-# stays importable for code written against it.
-GemmNumerics = Numerics
-
-
 def _tiny(dtype: torch.dtype) -> float:
     return float(torch.finfo(dtype).smallest_normal) * unit_roundoff(dtype)
 

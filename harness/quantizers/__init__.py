@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 
-from harness.paths.registry import by_unique_name, load_entry_points, lookup
 from harness.quantizers.base import Quantizer, engine_of
 from harness.quantizers.reference import ReferenceQuantizer
+from harness.registry import by_unique_name, load_entry_points, lookup
 
 ENTRY_POINT_GROUP = "qharness.quantizers"
 BUILTIN_QUANTIZERS: tuple[Quantizer, ...] = (ReferenceQuantizer(),)

@@ -93,3 +93,18 @@ def test_harness_quantize_is_the_function_and_the_old_module() -> None:
         "      torch.equal(a.codes, b.codes), torch.equal(a.scale, b.scale))"
     )
     assert out == "True True True True"
+
+
+def test_registries_build_no_path_at_import() -> None:
+    """Importing the path registries (or the execution model) loads no path module and no
+    capability probe; the built-ins are built on the first lookup."""
+    out = _run(
+        "import sys\n"
+        "import harness.paths, harness.quantizers.base, harness.linear.paths, harness.moe.paths\n"
+        "loaded = sorted(m for m in sys.modules if m.endswith(('.native', '.emulated')) or\n"
+        "                m in ('harness.platform.capabilities', 'harness.ops.block_scaled'))\n"
+        "print(loaded)\n"
+        "from harness.linear.paths import linear_paths\n"
+        "print(sorted(linear_paths()))"
+    )
+    assert out.splitlines() == ["[]", "['emulated', 'native']"]

@@ -22,7 +22,8 @@ from harness.core.quantize import (
 )
 from harness.core.scales import compute_scale
 from harness.core.schemes import QuantSpec
-from harness.paths.emulated import EmulatedPath, full_fp32_matmul
+from harness.linear.paths.emulated import EmulatedPath
+from harness.ops.matmul import full_fp32_matmul
 
 Encode = Callable[[torch.Tensor, str, float | None], torch.Tensor]
 

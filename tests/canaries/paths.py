@@ -23,8 +23,8 @@ from harness.core.quantize import (
 )
 from harness.core.scales import compute_scale
 from harness.core.schemes import Scheme, mx_spec
+from harness.linear.paths.native import NativeScaledMMPath
 from harness.paths.base import LinearProblem, Support
-from harness.paths.native import NativeScaledMMPath
 from harness.platform.info import PlatformInfo
 from tests.canaries.common import (
     KernelModelPath,

@@ -159,15 +159,16 @@ def _bundle(tmp: Path) -> str:
     from harness.core.schemes import get_scheme
     from harness.linear.cases import LINEAR_SHAPES, OUT_DTYPES, load_linear_case
     from harness.linear.checks import expected_output
+    from harness.linear.paths import get_path
     from harness.linear.repro import linear_bundle_tensors
-    from harness.paths import get_path
+    from harness.paths.base import Numerics
     from harness.store.golden import GoldenStore
     from harness.store.repro import Bundle, write_bundle
 
     scheme, shape = get_scheme("fp8_per_tensor"), LINEAR_SHAPES[0]
     loaded = load_linear_case(GoldenStore().load("linear/fp8_per_tensor"), scheme.name, shape, True)
     y = get_path("emulated").forward(loaded.layer, loaded.x, OUT_DTYPES["bf16"])
-    expected = expected_output(loaded, scheme, True, OUT_DTYPES["bf16"], 1)
+    expected = expected_output(loaded, scheme, True, Numerics(OUT_DTYPES["bf16"]))
     case = {"scheme": scheme.name, "path": "emulated", "out_dtype": "bf16"}
     tensors = linear_bundle_tensors(loaded.layer, loaded.x, y, expected)
     return str(write_bundle(tmp, "t::case", Bundle(tensors, {"kind": "linear", "case": case})))

@@ -8,7 +8,7 @@ import torch
 
 from harness.core.compare import (
     bit_mismatches,
-    dot_error_bound,
+    gamma_bound,
     outside_interval,
     rounding_bound,
     rounding_interval,
@@ -37,14 +37,14 @@ def test_float32_matmul_stays_within_the_dot_bound() -> None:
     for k in (32, 256, 4096):
         a, b = _operands(k)
         exact = a.double() @ b.double().t()
-        bound = dot_error_bound(a.double().abs() @ b.double().abs().t(), k, torch.float32)
+        bound = gamma_bound(a.double().abs() @ b.double().abs().t(), k + 1, torch.float32)
         assert within_bound(a @ b.t(), exact, bound).ok
 
 
 def test_bound_rejects_an_error_of_one_bf16_ulp_in_float32_output() -> None:
     a, b = _operands(256)
     exact = a.double() @ b.double().t()
-    bound = dot_error_bound(a.double().abs() @ b.double().abs().t(), 256) + rounding_bound(
+    bound = gamma_bound(a.double().abs() @ b.double().abs().t(), 257) + rounding_bound(
         exact, torch.float32
     )
     wrong = (a @ b.t()) * (1 + 2.0**-8)
@@ -82,7 +82,7 @@ def test_sqnr_and_bit_mismatches() -> None:
 def test_rounding_interval_pins_bf16_results_and_catches_one_ulp() -> None:
     a, b = _operands(256)
     center = a.double() @ b.double().t()
-    radius = dot_error_bound(a.double().abs() @ b.double().abs().t(), 256, torch.float32)
+    radius = gamma_bound(a.double().abs() @ b.double().abs().t(), 257, torch.float32)
     lo, hi = rounding_interval(center, radius, torch.bfloat16)
     y = (a @ b.t()).to(torch.bfloat16)
     assert not bool(outside_interval(y, lo, hi).any())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.core.compare import dot_error_bound, rounding_bound
+from harness.core.compare import gamma_bound, rounding_bound
 from harness.core.formats import decode, get_format
 from harness.core.inputs import beyond_points, tie_points
 from harness.core.quantize import (
@@ -166,7 +166,7 @@ def test_every_weight_block_along_k_matters_to_the_output(name: str) -> None:
         wd = w.dequantize(torch.float64)
         y = a @ wd.t()
         # the suite's bound for fp32 output (suites/test_linear.py): accumulation + roundings
-        bound = dot_error_bound(a.abs() @ wd.abs().t(), k + 2) + rounding_bound(
+        bound = gamma_bound(a.abs() @ wd.abs().t(), k + 3) + rounding_bound(
             y, torch.float32, roundings=2
         )
         # Doubling block (r, c)'s scale adds its contribution once more to the outputs of

@@ -18,7 +18,7 @@ from harness.core.schemes import (
     mx_spec,
     sqnr_floor_db,
 )
-from harness.paths.native import KERNELS, SCALED_MM_SCHEMES, linear_dispatch_problems
+from harness.linear.paths.native import KERNELS, SCALED_MM_SCHEMES, linear_dispatch_problems
 
 FP8_NAMES = [
     "fp8_per_tensor",

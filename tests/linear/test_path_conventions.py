@@ -15,8 +15,8 @@ from harness.core.quantize import quantize_activation, quantize_linear
 from harness.core.schemes import get_scheme
 from harness.linear.cases import LoadedLinearCase
 from harness.linear.checks import expected_output, linear_checks
-from harness.paths import get_path
-from harness.paths.base import layer_under_conventions, path_conventions
+from harness.linear.paths import get_path
+from harness.paths.base import Numerics, layer_under_conventions, path_conventions
 
 FLOOR = frozenset({"min_scale_1_over_512max"})
 OUT = torch.bfloat16
@@ -39,7 +39,7 @@ def _case() -> LoadedLinearCase:
 def _failed(
     y: torch.Tensor, y_em: torch.Tensor, case: LoadedLinearCase, conv: frozenset[str]
 ) -> list[str]:
-    exp = expected_output(case, case.layer.scheme, False, OUT, 1, conv)
+    exp = expected_output(case, case.layer.scheme, False, Numerics(OUT), conv)
     return [r.name for r in linear_checks(y, y_em, exp, "under_test") if r.failed]
 
 

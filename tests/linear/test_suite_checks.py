@@ -20,6 +20,7 @@ from harness.core.checks import (
 )
 from harness.linear.cases import load_linear_case
 from harness.linear.checks import LINEAR_CHECKS, ExpectedOutput, expected_output, linear_checks
+from harness.linear.paths import get_path
 from harness.loading.cases import checkpoint_from_golden, golden_entry
 from harness.loading.checks import loader_agreement_checks, output_bound, output_checks
 from harness.loading.loaders import get_loader
@@ -27,7 +28,7 @@ from harness.moe.cases import MoECase, load_moe_case
 from harness.moe.checks import MOE_CHECKS, moe_block_checks
 from harness.moe.model import MoETrace
 from harness.moe.paths import get_moe_path
-from harness.paths import get_path
+from harness.paths.base import Numerics
 from harness.platform.info import detect
 from harness.plugin import RECORD_KEY
 
@@ -119,7 +120,7 @@ def _linear(golden_store: Any, bias: bool) -> tuple[torch.Tensor, ExpectedOutput
     )
     y = get_path("emulated").forward(loaded.layer, loaded.x, torch.bfloat16)
     scheme = loaded.layer.scheme
-    return y, expected_output(loaded, scheme, bias, torch.bfloat16, roundings=1)
+    return y, expected_output(loaded, scheme, bias, Numerics(torch.bfloat16))
 
 
 def test_linear_checks_pass_the_correct_output(golden_store: Any) -> None:

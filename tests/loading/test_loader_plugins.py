@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-import harness.paths.registry
+import harness.registry
 from harness.loading.loaders import ENTRY_POINT_GROUP, FP8_LOADER, Loader, get_loader, loaders
-from harness.paths.registry import PluginError
+from harness.registry import PluginError
 
 
 @dataclass
@@ -33,7 +33,7 @@ def plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[FakeEntryPoint]]:
     def fake_entry_points(group: str) -> list[FakeEntryPoint]:
         return found if group == ENTRY_POINT_GROUP else []
 
-    monkeypatch.setattr(harness.paths.registry, "entry_points", fake_entry_points)
+    monkeypatch.setattr(harness.registry, "entry_points", fake_entry_points)
     loaders.cache_clear()
     yield found
     loaders.cache_clear()

@@ -14,6 +14,7 @@ from harness.core.formats import pack_fp4
 from harness.core.inputs import bias_vector, scaled_normal
 from harness.core.quantize import QuantizedLinear, QuantizedTensor, quantize, quantize_linear
 from harness.core.schemes import SCHEMES, QuantSpec, Scheme, get_scheme
+from harness.linear.paths import get_path
 from harness.memory.budget import (
     HELD,
     IDEAL,
@@ -24,7 +25,7 @@ from harness.memory.budget import (
     tensor_bytes,
 )
 from harness.memory.check import MEMORY_SHAPES, check_forward_memory
-from harness.paths import LinearProblem, get_path
+from harness.paths import LinearProblem
 from harness.platform.info import PlatformInfo
 
 CPU = PlatformInfo("cpu", "test", "test", torch.__version__, None, None)

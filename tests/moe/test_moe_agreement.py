@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from moe_helpers import W_MXFP4_A_MXFP6, small_moe
 
-from harness.moe.agreement import gemm_agreement, rounded_interval
+from harness.moe.agreement import gemm_agreement, grouped_gemm_interval
 from harness.moe.bounds import EXACT_FP32
 from harness.moe.model import MoELayer, Operand, quantize_operand, route
 from harness.moe.paths.emulated import EmulatedMoEPath, per_expert_gemm
@@ -35,7 +35,7 @@ def test_bf16_kernel_agrees_with_emulation_where_determined_and_one_ulp_is_caugh
     assert found.comparable == y.numel()  # bf16 rounding leaves MX operands unchanged
     assert found.determined > y.numel() // 2  # not vacuous: the bound fixes most outputs
 
-    interval = rounded_interval(a, w, experts, numerics, (EXACT_FP32,))
+    interval = grouped_gemm_interval(a, w, experts, numerics, (EXACT_FP32,))
     i = int(interval.determined.reshape(-1).nonzero()[0])
     bumped = y.to(torch.bfloat16)
     one_up = torch.nextafter(bumped, torch.tensor(torch.inf, dtype=torch.bfloat16))
@@ -59,7 +59,7 @@ def test_rows_with_different_operands_are_not_compared() -> None:
 def test_interval_ends_are_float32_values_inside_the_bound() -> None:
     a = torch.tensor([[1.0, 2.0**-30]])
     w = torch.tensor([[[1.0, 1.0]]])
-    interval = rounded_interval(a, w, torch.tensor([0]), EXACT_FP32)
+    interval = grouped_gemm_interval(a, w, torch.tensor([0]), EXACT_FP32)
     # exact 1 + 2^-30: float32 cannot hold it; the bound (gamma_2 u32) brackets it tightly
     assert float(interval.lo) <= 1.0 + 2.0**-30 <= float(interval.hi)
     assert float(interval.hi) - float(interval.lo) <= 2.0**-21

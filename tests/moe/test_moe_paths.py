@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 import harness.moe.paths as registry
-import harness.paths.registry
+import harness.registry
 from harness.moe.paths.emulated import EmulatedMoEPath
-from harness.paths.registry import PluginError
+from harness.registry import PluginError
 
 
 class _EntryPoint:
@@ -29,7 +29,7 @@ class _Renamed(EmulatedMoEPath):
 def fake_entry_points(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[_EntryPoint]]:
     found: list[_EntryPoint] = []
     monkeypatch.setattr(
-        harness.paths.registry,
+        harness.registry,
         "entry_points",
         lambda group: list(found) if group == registry.ENTRY_POINT_GROUP else [],
     )

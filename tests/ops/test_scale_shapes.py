@@ -20,6 +20,8 @@ import torch.nn.functional as F
 
 from harness.core.formats import decode, e8m0_decode, encode, unpack_fp4
 from harness.linear.cases import load_linear_case
+from harness.linear.paths import get_path
+from harness.linear.paths.native import ScaleShapeError, scaled_mm_scales
 from harness.ops import block_scaled as block_scaled_mm
 from harness.ops.block_scaled import (
     blockwise_1x128_scale,
@@ -29,8 +31,6 @@ from harness.ops.block_scaled import (
     swizzle_32_4_4,
     unswizzle_32_4_4,
 )
-from harness.paths import get_path
-from harness.paths.native import ScaleShapeError, scaled_mm_scales
 from harness.platform import capabilities
 from harness.platform.info import PlatformInfo
 

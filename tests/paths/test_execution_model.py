@@ -12,11 +12,18 @@ import torch
 
 from harness.core.quantize import quantize_activation
 from harness.core.schemes import SCHEMES, get_scheme
+from harness.linear.paths import linear_paths
+from harness.linear.paths.native import (
+    KERNELS,
+    LINEAR_NATIVE_DISPATCH,
+    SCALED_MM_SCHEMES,
+    NativeScaledMMPath,
+    linear_dispatch_problems,
+)
 from harness.moe.dispatch import MOE_NATIVE_DISPATCH
 from harness.moe.model import quantize_operand
 from harness.moe.paths import moe_paths
 from harness.moe.paths.kernels import MOE_KERNELS
-from harness.paths import linear_paths
 from harness.paths.base import (
     EXACT_FP32,
     KernelContract,
@@ -33,15 +40,8 @@ from harness.paths.base import (
     uses_capabilities,
 )
 from harness.paths.dispatch import ANY_PLATFORM, EMULATE, dispatch_problems, row_for
-from harness.paths.native import (
-    KERNELS,
-    LINEAR_NATIVE_DISPATCH,
-    SCALED_MM_SCHEMES,
-    NativeScaledMMPath,
-    linear_dispatch_problems,
-)
-from harness.paths.registry import Registry
 from harness.platform.info import PlatformInfo, platform_key
+from harness.registry import Registry
 
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
 CPU = PlatformInfo("cpu", "x86_64", "test cpu", torch.__version__, None, None)

@@ -25,7 +25,7 @@ ONE = shape_id(next(s for s in LINEAR_SHAPES if s[0] == 1))  # the decode shape,
 PATH_MODULE = '''
 import torch
 from harness.paths.base import Support
-from harness.paths.emulated import EmulatedPath
+from harness.linear.paths.emulated import EmulatedPath
 
 
 class GoodPath(EmulatedPath):

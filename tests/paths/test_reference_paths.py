@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from harness.linear.paths import get_path
+from harness.linear.paths.emulated import EmulatedPath
 from harness.moe.paths.emulated import EmulatedMoEPath
 from harness.moe.paths.native import NativeMoEPath
-from harness.paths import get_path
 from harness.paths.base import is_reference
-from harness.paths.emulated import EmulatedPath
 
 
 class VendorPath(EmulatedPath):

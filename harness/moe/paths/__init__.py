@@ -2,24 +2,19 @@
 
 Another package adds a path through the ``qharness.moe_paths`` entry-point group; the
 entry point names a path object, a path class, or a zero-argument factory
-(harness.paths.registry). Every registered path is parametrized into suites/test_moe.py
-like the built-ins.
+(harness.registry). Every registered path is parametrized into suites/test_moe.py
+like the built-ins. The built-ins are built on first use, not at import.
 """
 
 from __future__ import annotations
 
-from harness.paths.registry import Registry
+from harness.registry import Registry
 
 from .base import MoEPath, MoEProblem
-from .emulated import EmulatedMoEPath
-from .native import NativeMoEPath
 
 ENTRY_POINT_GROUP = "qharness.moe_paths"
 
-BUILTIN_MOE_PATHS: tuple[MoEPath, ...] = (EmulatedMoEPath(), NativeMoEPath())
-
 __all__ = [
-    "BUILTIN_MOE_PATHS",
     "ENTRY_POINT_GROUP",
     "MoEPath",
     "MoEProblem",
@@ -28,13 +23,20 @@ __all__ = [
 ]
 
 
+def _builtin_moe_paths() -> tuple[MoEPath, ...]:
+    from .emulated import EmulatedMoEPath
+    from .native import NativeMoEPath
+
+    return (EmulatedMoEPath(), NativeMoEPath())
+
+
 # All MoE paths by name: built-ins first, then entry points. Names must be unique.
 moe_paths: Registry[MoEPath] = Registry(
     ENTRY_POINT_GROUP,
     MoEPath,  # type: ignore[type-abstract]
     "MoE path",
     "docs/MOE.md",
-    BUILTIN_MOE_PATHS,
+    _builtin_moe_paths,
 )
 
 

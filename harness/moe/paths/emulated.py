@@ -6,8 +6,8 @@ import torch
 
 from harness.core.schemes import Scheme
 from harness.moe.model import MoELayer, MoETrace, Operand, QuantizedExperts, Routing, run_moe
+from harness.ops.matmul import full_fp32_matmul
 from harness.paths.base import EXACT_FP32, Numerics, PathBase, Support
-from harness.paths.emulated import full_fp32_matmul
 from harness.platform.info import PlatformInfo
 
 from .base import MoEProblem

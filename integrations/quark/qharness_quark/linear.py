@@ -33,14 +33,24 @@ from quark.torch.quantization.config.config import (
 )
 
 from harness import (
+    ANY_PLATFORM,
+    EMULATE,
+    SCHEMES,
+    WHOLE,
+    DispatchTable,
+    KernelContract,
+    KnownFinding,
     LinearPathBase,
     LinearProblem,
     Numerics,
+    OperandContract,
     PlatformInfo,
     QuantizedLinear,
     QuantSpec,
     Scheme,
     Support,
+    choose,
+    platform_key,
 )
 from qharness_quark import ENGINE
 
@@ -52,6 +62,45 @@ FP8_LINEAR_SCHEMES: tuple[str, ...] = (
     "fp8_w_per_channel_a_static",
     "fp8_per_channel",
 )
+# What QParamsLinear takes: e4m3fn on both operands, float32 scales per tensor or per row.
+QPARAMS_OPERANDS = OperandContract(
+    formats=frozenset({"e4m3fn"}),
+    scale_format="fp32",
+    weight_blocks=frozenset({(WHOLE, WHOLE), (1, WHOLE)}),
+    activation_blocks=frozenset({(WHOLE, WHOLE), (1, WHOLE)}),
+)
+
+
+class QParamsLinearKernel:
+    """Quark's QParamsLinear forward as a kernel contract: FP8 operands, and an input
+    quantizer that is static per tensor or dynamic per token (per row)."""
+
+    name = "quark_qparams_linear"
+
+    def accepts(self, scheme: Scheme) -> Support:
+        fits = QPARAMS_OPERANDS.check(scheme)
+        act = scheme.activation
+        if not fits.ok or act is None:
+            return fits
+        if act.dynamic != (act.granularity == "per_row"):
+            return Support.no(
+                "the input quantizer is static per tensor or dynamic per token, not "
+                f"{'dynamic' if act.dynamic else 'static'} {act.granularity}"
+            )
+        return Support.yes()
+
+    def capability(self, scheme: Scheme) -> str:
+        return ""  # no probe: its CPU forward is dequantize + F.linear
+
+
+KERNELS: dict[str, KernelContract] = {k.name: k for k in (QParamsLinearKernel(),)}
+# One row for every platform: FP8_LINEAR_SCHEMES to the kernel, every other scheme refused.
+FP8_LINEAR_DISPATCH: DispatchTable = {
+    ANY_PLATFORM: {
+        QParamsLinearKernel.name: frozenset(FP8_LINEAR_SCHEMES),
+        EMULATE: frozenset(SCHEMES) - frozenset(FP8_LINEAR_SCHEMES),
+    }
+}
 MODEL_DTYPE_OPERANDS = (
     "Quark QParamsLinear on CPU computes in the model dtype: the dequantized weight (float32 "
     "code * per-channel scale) is rounded to bf16/fp16 and the per-token input fake-quantize "
@@ -97,11 +146,14 @@ class QuarkFP8LinearPath(LinearPathBase):
 
     name = "quark_qparams_linear"
     engine = ENGINE
-    known_findings: ClassVar[dict[str, str]] = {
-        f"{scheme}-quark_qparams_linear-*-{dtype}": MODEL_DTYPE_OPERANDS
-        for scheme in ("fp8_per_channel", "fp8_w_per_channel_a_static")
-        for dtype in ("bf16", "fp16")
-    }
+    known_findings: ClassVar[tuple[KnownFinding, ...]] = (
+        KnownFinding(
+            MODEL_DTYPE_OPERANDS,
+            schemes=frozenset({"fp8_per_channel", "fp8_w_per_channel_a_static"}),
+            suites=frozenset({"linear"}),
+            out_dtypes=frozenset({torch.bfloat16, torch.float16}),
+        ),
+    )
 
     def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
         return "quark QParamsLinear._forward_generic"
@@ -112,7 +164,11 @@ class QuarkFP8LinearPath(LinearPathBase):
         return Numerics(out_dtype=problem.out_dtype, operand_dtype=problem.out_dtype)
 
     def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
-        if scheme.name not in FP8_LINEAR_SCHEMES:
+        here = platform_key(platform)
+        choice = choose(FP8_LINEAR_DISPATCH, KERNELS, here, scheme, "Quark linear", __name__)
+        if choice.kernel is None and choice.decision not in (EMULATE, None):
+            return Support.no(choice.reason)  # the table sends it to a kernel that refuses it
+        if choice.kernel is None:
             return Support.no(
                 f"{self.name}: FP8 e4m3fn per-tensor/per-channel schemes only "
                 f"({', '.join(FP8_LINEAR_SCHEMES)})"

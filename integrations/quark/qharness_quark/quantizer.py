@@ -11,10 +11,12 @@ function supports.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 from quark.torch.kernel.hw_emulation.hw_emulation_interface import real_quantize_mxfp
 
-from harness import MX_BLOCK, QuantizedTensor, QuantSpec, Support, encode
+from harness import MX_BLOCK, KnownFinding, QuantizedTensor, QuantSpec, Support, encode
 from qharness_quark import ENGINE
 
 ELEMENTS = {"e2m1": "fp4", "e2m3": "fp6_e2m3", "e3m2": "fp6_e3m2"}
@@ -24,21 +26,25 @@ class RealQuantizeMXFPQuantizer:
     name = "quark_real_quantize_mxfp"
     engine = ENGINE
     conventions: frozenset[str] = frozenset()
-    known_findings = {
-        pattern: (
+    known_findings: ClassVar[tuple[KnownFinding, ...]] = (
+        KnownFinding(
             "negative values that round to zero come back as +0, not -0: the element code "
             "differs from round-to-nearest-even (OCP MX FP4/FP6 have a -0 code), the value "
-            "does not"
-        )
-        for pattern in ("quark_real_quantize_mxfp-w_*",)
-    } | {
-        "quark_real_quantize_mxfp-e*-floor": (
+            "does not",
+            suites=frozenset({"quantizers"}),
+            cases=frozenset({"weight", "activation"}),  # the golden tensors of MX schemes
+            when=lambda case: case.element_format in ELEMENTS,
+        ),
+        KnownFinding(
             "scales outside E8M0: 2^(floor(log2 amax) - emax) is not clamped to [2^-127, "
             "2^127] (a block with amax below 2^(emax-127) gets e.g. 2^-129) and an Inf block "
             "gets an Inf scale instead of the NaN scale 0xFF (OCP MX v1.0: E8M0 spans "
-            "2^-127..2^127, 0xFF is NaN); also the +0 for -0 element codes"
+            "2^-127..2^127, 0xFF is NaN); also the +0 for -0 element codes",
+            suites=frozenset({"quantizers"}),
+            cases=frozenset({"edge_cases"}),
+            when=lambda case: case.scale_mode == "floor",
         ),
-    }
+    )
 
     def supports(self, spec: QuantSpec) -> Support:
         if spec.scale_format != "e8m0" or spec.block != (1, MX_BLOCK):

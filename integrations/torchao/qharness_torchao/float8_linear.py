@@ -33,13 +33,23 @@ from torchao.quantization.quantize_.workflows.float8.float8_tensor import (
 )
 
 from harness import (
+    ANY_PLATFORM,
+    EMULATE,
+    SCHEMES,
+    WHOLE,
+    DispatchTable,
+    KernelContract,
+    KnownFinding,
     LinearPathBase,
     LinearProblem,
     Numerics,
+    OperandContract,
     PlatformInfo,
     QuantizedLinear,
     Scheme,
     Support,
+    choose,
+    platform_key,
 )
 from qharness_torchao import ENGINE
 
@@ -48,6 +58,39 @@ from qharness_torchao import ENGINE
 # Not here: static activation scales (a different config), 128x128 blocks (its blockwise
 # gemm is a Triton kernel), e4m3fnuz.
 FLOAT8_LINEAR_SCHEMES: tuple[str, ...] = ("fp8_per_channel",)
+# What its PerRow recipe takes: e4m3fn on both operands, one float32 scale per row.
+PER_ROW_E4M3FN = OperandContract(
+    formats=frozenset({"e4m3fn"}),
+    scale_format="fp32",
+    weight_blocks=frozenset({(1, WHOLE)}),
+    activation_blocks=frozenset({(1, WHOLE)}),
+)
+
+
+class Float8RowwiseKernel:
+    """torchao's Float8Tensor linear with its PerRow recipe as a kernel contract: per-row
+    e4m3fn operands, the activation quantized dynamically (torchao computes its scale)."""
+
+    name = "torchao_float8_linear"
+
+    def accepts(self, scheme: Scheme) -> Support:
+        fits = PER_ROW_E4M3FN.check(scheme)
+        if fits.ok and scheme.activation is not None and not scheme.activation.dynamic:
+            return Support.no("the activation scale is static; its PerRow recipe is dynamic")
+        return fits
+
+    def capability(self, scheme: Scheme) -> str:
+        return ""  # no probe: torch._scaled_mm rowwise runs on CPU
+
+
+KERNELS: dict[str, KernelContract] = {k.name: k for k in (Float8RowwiseKernel(),)}
+# One row for every platform: FLOAT8_LINEAR_SCHEMES to the kernel, every other scheme refused.
+FLOAT8_LINEAR_DISPATCH: DispatchTable = {
+    ANY_PLATFORM: {
+        Float8RowwiseKernel.name: frozenset(FLOAT8_LINEAR_SCHEMES),
+        EMULATE: frozenset(SCHEMES) - frozenset(FLOAT8_LINEAR_SCHEMES),
+    }
+}
 OUT_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.bfloat16, torch.float16)
 MM_CONFIG = Float8MMConfig(use_fast_accum=False)  # what the config sets by default
 
@@ -77,16 +120,17 @@ class TorchaoFloat8LinearPath(LinearPathBase):
 
     name = "torchao_float8_linear"
     engine = ENGINE
-    known_findings: ClassVar[dict[str, str]] = {
-        f"*-torchao_float8_linear-*-{dtype}": (
+    known_findings: ClassVar[tuple[KnownFinding, ...]] = (
+        KnownFinding(
             "torchao float8 dynamic activation scale is amax / 448 computed in the activation "
             "dtype (_choose_scale_float8 divides before casting to float32): in bf16/fp16 the "
             "scale is rounded to 8/11 bits, so codes and outputs move off the float32 "
             "definition (a scale rounded down saturates the row's largest element); in fp16 "
-            "a row with amax below 448 * 2^-25 gets scale 0 and NaN outputs"
-        )
-        for dtype in ("bf16", "fp16")
-    }
+            "a row with amax below 448 * 2^-25 gets scale 0 and NaN outputs",
+            suites=frozenset({"linear"}),
+            out_dtypes=frozenset({torch.bfloat16, torch.float16}),
+        ),
+    )
 
     def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
         return "torchao Float8Tensor linear (KernelPreference.TORCH, torch._scaled_mm)"
@@ -96,7 +140,11 @@ class TorchaoFloat8LinearPath(LinearPathBase):
         return Numerics(out_dtype=problem.out_dtype)
 
     def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
-        if scheme.name not in FLOAT8_LINEAR_SCHEMES:
+        here = platform_key(platform)
+        choice = choose(FLOAT8_LINEAR_DISPATCH, KERNELS, here, scheme, "torchao float8", __name__)
+        if choice.kernel is None and choice.decision not in (EMULATE, None):
+            return Support.no(choice.reason)  # the table sends it to a kernel that refuses it
+        if choice.kernel is None:
             return Support.no(
                 f"{self.name}: runs {', '.join(FLOAT8_LINEAR_SCHEMES)} only (e4m3fn per-row "
                 "weight, dynamic per-row activation)"

@@ -31,8 +31,12 @@ from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerR
 from torchao.quantization.quantize_.common import KernelPreference
 
 from harness import (
+    ANY_PLATFORM,
+    EMULATE,
     MX_BLOCK,
     SCHEMES,
+    DispatchTable,
+    KernelContract,
     LinearPathBase,
     LinearProblem,
     Numerics,
@@ -42,8 +46,11 @@ from harness import (
     QuantSpec,
     Scheme,
     Support,
+    choose,
+    dispatch_problems,
     e8m0_encode,
     pack_fp4,
+    platform_key,
 )
 from qharness_torchao import ENGINE
 from qharness_torchao.quantizer import ELEMENT_DTYPES, MODES
@@ -101,19 +108,39 @@ def _mx_spec_problem(spec: QuantSpec | None, role: str) -> str:
     return ""
 
 
-def table_problems() -> list[str]:
-    """Entries of MX_LINEAR_SCHEMES that are unknown or that torchao could not run."""
-    problems = []
-    for name in MX_LINEAR_SCHEMES:
-        if name not in SCHEMES:
-            problems.append(f"{name}: no such scheme")
-            continue
-        scheme = SCHEMES[name]
+class ToMXLinearKernel:
+    """torchao's MX linear (to_mx, then its emulated MX matmul) as a kernel contract: MX
+    operands on both sides, element dtypes and scale modes torchao has (weight and
+    activation formats may differ)."""
+
+    name = "torchao_mx_linear"
+
+    def accepts(self, scheme: Scheme) -> Support:
         for spec, role in ((scheme.weight, "weight"), (scheme.activation, "activation")):
             problem = _mx_spec_problem(spec, role)
             if problem:
-                problems.append(f"{name}: {problem}")
-    return problems
+                return Support.no(problem)
+        return Support.yes()
+
+    def capability(self, scheme: Scheme) -> str:
+        return ""  # no probe: the emulated MX kernel runs wherever torch does
+
+
+KERNELS: dict[str, KernelContract] = {k.name: k for k in (ToMXLinearKernel(),)}
+# One row for every platform: MX_LINEAR_SCHEMES to the kernel, every other registered
+# scheme refused (EMULATE: torchao has no kernel for it; supports() says why).
+MX_LINEAR_DISPATCH: DispatchTable = {
+    ANY_PLATFORM: {
+        ToMXLinearKernel.name: frozenset(MX_LINEAR_SCHEMES),
+        EMULATE: frozenset(SCHEMES) - frozenset(MX_LINEAR_SCHEMES),
+    }
+}
+
+
+def table_problems() -> list[str]:
+    """Everything wrong with MX_LINEAR_DISPATCH: unknown schemes, or schemes sent to the
+    kernel that its contract refuses (harness's dispatch-table check)."""
+    return dispatch_problems(SCHEMES, KERNELS, MX_LINEAR_DISPATCH)
 
 
 def _refusal(scheme: Scheme) -> str:
@@ -180,8 +207,12 @@ class TorchaoMXLinearPath(LinearPathBase):
         return Numerics(out_dtype=problem.out_dtype, operand_dtype=problem.out_dtype)
 
     def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
-        if scheme.name not in MX_LINEAR_SCHEMES:
+        here = platform_key(platform)
+        choice = choose(MX_LINEAR_DISPATCH, KERNELS, here, scheme, "torchao MX linear", __name__)
+        if choice.decision in (EMULATE, None):  # not in the table: torchao's own reason
             return Support.no(_refusal(scheme))
+        if choice.kernel is None:  # the table sends it to a kernel that refuses it
+            return Support.no(choice.reason)
         if problem.out_dtype not in COMPUTE_DTYPES:
             return Support.no(
                 f"torchao to_mx takes bfloat16 or float32 activations, not {problem.out_dtype} "

@@ -18,7 +18,15 @@ import torch
 from torchao.prototype.mx_formats.config import ScaleCalculationMode
 from torchao.prototype.mx_formats.mx_tensor import MXTensor
 
-from harness import MX_BLOCK, QuantizedTensor, QuantSpec, Support, e8m0_decode, unpack_fp4
+from harness import (
+    MX_BLOCK,
+    KnownFinding,
+    QuantizedTensor,
+    QuantSpec,
+    Support,
+    e8m0_decode,
+    unpack_fp4,
+)
 from qharness_torchao import ENGINE
 
 ELEMENT_DTYPES: dict[str, torch.dtype | str] = {  # torchao names its FP6 dtypes by string
@@ -49,17 +57,20 @@ class ToMXQuantizer:
         {"mx_inf_amax_as_2pow128", "mx_min_scale_divides_as_2pow-126", "mx_inf_amax_scale_0xfe"}
     )
 
-    known_findings: ClassVar[dict[str, str]] = {
-        "torchao_to_mx-*-rceil": (
+    known_findings: ClassVar[tuple[KnownFinding, ...]] = (
+        KnownFinding(
             "rceil on CPU (the non-CUDA fallback of _to_mx_rceil): (1) the exponent is "
             "ceil(log2(amax / max)) in float32, which loses amax's excess over max * 2^k once "
             "|k| is large enough, so a block one float32 step above max * 2^k gets 2^k instead "
             "of 2^(k+1) and its largest element saturates (case above_max@k); (2) a block whose "
             "scale is 2^-127 (code 0x00) is multiplied by 1 instead of 2^127, so every element "
             "of a non-zero block with amax below max * 2^-127 becomes 0 (cases at_max@-127, "
-            "two_pow_m127)"
+            "two_pow_m127)",
+            suites=frozenset({"quantizers"}),
+            cases=frozenset({"edge_cases"}),
+            when=lambda case: case.scale_mode == "rceil",
         ),
-    }
+    )
 
     def supports(self, spec: QuantSpec) -> Support:
         if spec.scale_format != "e8m0" or spec.block != (1, MX_BLOCK):

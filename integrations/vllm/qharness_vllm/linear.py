@@ -35,7 +35,7 @@ calls ``_C::static_scaled_fp8_quant``, which the CPU build declares without a ke
 runs with the adapter's CPU kernel bound (`qharness_vllm.platform.cpu_fp8_ops`, the same
 binding the loader uses). With one logical shard it requantizes each weight with its own
 scale. That the unmodified CPU build cannot load the layer at all is a finding
-(docs/ENGINE-FINDINGS.md), reproduced by ``tests/paths/test_vllm_linear.py``.
+(docs/ENGINE-FINDINGS.md), reproduced by ``integrations/vllm/tests/test_vllm_linear.py``.
 """
 
 from __future__ import annotations
@@ -61,6 +61,8 @@ from vllm.model_executor.layers.quantization.compressed_tensors.schemes import (
 from harness import (
     SCHEMES,
     WHOLE,
+    FindingCase,
+    KnownFinding,
     LinearPathBase,
     LinearProblem,
     Numerics,
@@ -307,7 +309,8 @@ _AMX_ABORT = (
     "aborts the process, so it is not run: on a CPU with AMX tiles vLLM selects "
     "CPUFp8BlockScaledMMKernel for N % 32 != 0, and fp8_scaled_mm_cpu with M <= 4 (no "
     "brgemm) throws 'Unexpected block size' inside an OpenMP region (std::terminate); "
-    "docs/ENGINE-FINDINGS.md, tests/paths/test_vllm_linear.py reproduces it in a subprocess"
+    "docs/ENGINE-FINDINGS.md, integrations/vllm/tests/test_vllm_linear.py reproduces it in a "
+    "subprocess"
 )
 # The kernel vLLM selects and the problems whose fp8_scaled_mm_cpu call takes the process
 # down (gemm_fp8.cpp: can_use_brgemm<Float8_e4m3fn>(M) is M > 4; the tinygemm fallback
@@ -327,6 +330,19 @@ def aborts(kernel: str, problem: LinearProblem) -> bool:
     )
 
 
+_LINEAR = frozenset({"linear"})
+_PER_TENSOR = frozenset({"fp8_per_tensor"})
+_PER_BLOCK = frozenset({"fp8_per_block"})
+
+
+def _n_multiple_of_32(case: FindingCase) -> bool:
+    return case.problem is not None and case.problem.n % 32 == 0
+
+
+def _k_not_multiple_of_32(case: FindingCase) -> bool:
+    return case.problem is not None and case.problem.k % 32 != 0
+
+
 class VllmFp8LinearPath(LinearPathBase):
     """vLLM's compressed-tensors FP8 linear scheme and the CPU kernel vLLM selects."""
 
@@ -338,27 +354,38 @@ class VllmFp8LinearPath(LinearPathBase):
         "vLLM hands a layer its activation in the model dtype (a bf16 model's layers never "
         "see float32 values; the AMX kernels take their output dtype from the activation's)"
     )
-    known_findings: ClassVar[dict[str, str]] = {
-        # test_linear ids, then test_loaded_layer_output ids (scheme-case-flavour-loader-path)
-        "fp8_w_per_channel_a_static-vllm_fp8_linear-*": _NARROW_0D,
-        "fp8_w_per_channel_a_static-*-vllm_fp8_linear-*": _NARROW_0D,
+    known_findings: ClassVar[tuple[KnownFinding, ...]] = (
+        KnownFinding(_NARROW_0D, schemes=frozenset({"fp8_w_per_channel_a_static"})),
         # AMX (tiles, no AMX-FP8) only: where vLLM selects the torch kernels these pass.
         # test_linear: N % 32 == 0 only in 8x128x256; first match wins (K % 32 before dtype).
-        "fp8_per_tensor-vllm_fp8_linear-8x128x256-*-bf16": _AMX_W8A16,
-        "fp8_per_tensor-vllm_fp8_linear-8x128x256-*-fp32": _AMX_FP32,
-        "fp8_per_block-vllm_fp8_linear-*x176-*": _AMX_K32,
-        "fp8_per_block-vllm_fp8_linear-*-bf16": _AMX_W8A16,
-        "fp8_per_block-vllm_fp8_linear-*-fp32": _AMX_FP32,
+        KnownFinding(
+            _AMX_W8A16,
+            schemes=_PER_TENSOR,
+            suites=_LINEAR,
+            out_dtypes=frozenset({torch.bfloat16}),
+            when=_n_multiple_of_32,
+        ),
+        KnownFinding(
+            _AMX_FP32,
+            schemes=_PER_TENSOR,
+            suites=_LINEAR,
+            out_dtypes=frozenset({torch.float32}),
+            when=_n_multiple_of_32,
+        ),
+        KnownFinding(_AMX_K32, schemes=_PER_BLOCK, suites=_LINEAR, when=_k_not_multiple_of_32),
+        KnownFinding(
+            _AMX_W8A16, schemes=_PER_BLOCK, suites=_LINEAR, out_dtypes=frozenset({torch.bfloat16})
+        ),
+        KnownFinding(
+            _AMX_FP32, schemes=_PER_BLOCK, suites=_LINEAR, out_dtypes=frozenset({torch.float32})
+        ),
         # test_loaded_layer_output (bf16, N % 32 == 0)
-        "fp8_per_tensor-*-vllm_fp8_linear-*": _AMX_W8A16,
-        "fp8_per_block-*-vllm_fp8_linear-*": _AMX_W8A16,
+        KnownFinding(_AMX_W8A16, schemes=_PER_TENSOR | _PER_BLOCK, suites=frozenset({"loading"})),
         # test_special_values (float32 output, 4x128x256)
-        **{
-            f"{scheme}-vllm_fp8_linear-{kind}": _AMX_FP32
-            for scheme in ("fp8_per_tensor", "fp8_per_block")
-            for kind in ("nan", "pos_inf", "neg_inf")
-        },
-    }
+        KnownFinding(
+            _AMX_FP32, schemes=_PER_TENSOR | _PER_BLOCK, suites=frozenset({"special_values"})
+        ),
+    )
 
     def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
         return kernel_choice(scheme.name, 128, 256, torch.bfloat16)[0] or self.name
@@ -368,8 +395,9 @@ class VllmFp8LinearPath(LinearPathBase):
 
         Per-tensor: torch._scaled_mm with the bias passed in (fused, as harness's native
         tensorwise mode). Channel-wise: the float32 product, two float32 scale multiplies
-        and the float32 bias add (epilogue_roundings=2, plus the bias add, which the
-        accumulation interval's K + 3 float32 roundings per term cover), then one
+        and the float32 bias add (epilogue_roundings=2: the two scale roundings are then
+        charged to the sum, not per term; the bias add is one more per term, see
+        harness.paths.bounds), then one
         ``.to(out_dtype)``. The AMX kernels' W8A16 arithmetic is not this scheme's: it is a
         known finding, not a declaration.
         """

@@ -1,16 +1,18 @@
-"""The engine linear paths' scheme tables agree with the scheme registry's fields.
+"""The torchao linear paths' scheme tables agree with the scheme registry's fields.
 
-The torchao and Quark linear paths dispatch through explicit tables of scheme names (never
-name prefixes). These tests hold each table to the specs: every entry exists and is
-something the engine runs, and (torchao) every registered scheme the engine could run is
-in the table, so a new scheme cannot silently skip. Each skips, counted and with the
-reason, where its adapter is not installed (``python3 scripts/engine.py <engine>``).
+The torchao linear paths dispatch through explicit tables of scheme names (never name
+prefixes), harness `DispatchTable`s checked against their kernels' contracts. These tests
+hold each table to the specs: every entry exists and is something torchao runs, and every
+registered scheme it could run is in the table, so a new scheme cannot silently skip. Each
+skips, counted and with the reason, where the adapter is not installed
+(``python3 scripts/engine.py torchao``).
 """
 
 from __future__ import annotations
 
 import pytest
 
+from harness import dispatch_problems
 from harness.core.schemes import SCHEMES
 from harness.linear.cases import OUT_DTYPES
 from harness.paths import LinearProblem
@@ -55,6 +57,7 @@ def test_torchao_float8_linear_table_matches_the_specs() -> None:
         "qharness_torchao.float8_linear",
         reason="torchao adapter not installed (python3 scripts/engine.py torchao)",
     )
+    assert dispatch_problems(SCHEMES, linear.KERNELS, linear.FLOAT8_LINEAR_DISPATCH) == []
     for name in linear.FLOAT8_LINEAR_SCHEMES:
         scheme = SCHEMES[name]
         assert scheme.activation is not None, name
@@ -65,21 +68,3 @@ def test_torchao_float8_linear_table_matches_the_specs() -> None:
                 "per_row",
             ), name
         assert scheme.activation.dynamic, name
-
-
-def test_quark_fp8_linear_table_matches_the_specs() -> None:
-    linear = pytest.importorskip(
-        "qharness_quark.linear",
-        reason="Quark adapter not installed (python3 scripts/engine.py quark)",
-    )
-    for name in linear.FP8_LINEAR_SCHEMES:
-        scheme = SCHEMES[name]
-        assert scheme.activation is not None, name
-        for spec in (scheme.weight, scheme.activation):
-            assert (spec.format, spec.scale_format) == ("e4m3fn", "fp32"), name
-            assert spec.granularity in ("per_tensor", "per_row"), name
-        static_per_tensor = (
-            not scheme.activation.dynamic and scheme.activation.granularity == "per_tensor"
-        )
-        dynamic_per_row = scheme.activation.dynamic and scheme.activation.granularity == "per_row"
-        assert static_per_tensor or dynamic_per_row, name

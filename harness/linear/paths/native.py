@@ -236,7 +236,7 @@ LINEAR_NATIVE_DISPATCH: DispatchTable = {
         ),
     }
 }
-LINEAR_DISPATCH_HOME = "LINEAR_NATIVE_DISPATCH in harness/paths/native.py"
+LINEAR_DISPATCH_HOME = "LINEAR_NATIVE_DISPATCH in harness/linear/paths/native.py"
 # scheme name -> kernel mode, the table's one row read the other way round.
 SCALED_MM_SCHEMES: dict[str, str] = native_decisions(LINEAR_NATIVE_DISPATCH[ANY_PLATFORM])
 

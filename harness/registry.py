@@ -2,14 +2,15 @@
 
 Paths (``qharness.paths``), MoE paths (``qharness.moe_paths``) and loaders
 (``qharness.loaders``) are each a `Registry`: built-ins first, then entry points, names
-unique, loaded once and cached. An entry point names an object, a class, or a
-zero-argument factory; anything that fails to load or lacks the expected interface stops
-with one error naming the entry point.
+unique, loaded once and cached. Built-ins come from a factory called on first use, so
+importing a registry builds no path and runs no probe. Quantizers share the helpers.
+An entry point names an object, a class, or a zero-argument factory; anything that fails
+to load or lacks the expected interface stops with one error naming the entry point.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from importlib.metadata import entry_points
 from typing import Any, Generic, TypeVar
 
@@ -76,14 +77,27 @@ class Registry(Generic[T]):
     """
 
     def __init__(
-        self, group: str, kind: type[T], what: str, doc: str, builtins: Iterable[T]
+        self,
+        group: str,
+        kind: type[T],
+        what: str,
+        doc: str,
+        builtins: Callable[[], Iterable[T]],
     ) -> None:
         self.group = group  # the entry-point group, a public contract
         self.kind = kind  # what every plugin must be (a class or runtime-checkable protocol)
         self.what = what  # how errors name one plugin ("path", "MoE path", "loader")
         self.doc = doc  # where the protocol is documented (named in errors)
-        self.builtins = tuple(builtins)
+        self._make_builtins = builtins  # called on first use: nothing is built at import
+        self._builtins: tuple[T, ...] | None = None
         self._cache: dict[str, T] | None = None
+
+    @property
+    def builtins(self) -> tuple[T, ...]:
+        """The built-in plugins, built on first use (then kept)."""
+        if self._builtins is None:
+            self._builtins = tuple(self._make_builtins())
+        return self._builtins
 
     def __call__(self) -> dict[str, T]:
         if self._cache is None:

@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import torch
 
 from harness.core.quantize import QuantizedLinear, quantize_activation
 from harness.core.schemes import Scheme
+from harness.ops.matmul import full_fp32_matmul
 from harness.paths.base import LinearPathBase, LinearProblem, Numerics, Support
 from harness.platform.info import PlatformInfo
-
-
-@contextmanager
-def full_fp32_matmul() -> Iterator[None]:
-    """Float32 matmuls in full float32: TF32 (10-bit mantissa) would break the error bounds."""
-    saved = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 class EmulatedPath(LinearPathBase):
