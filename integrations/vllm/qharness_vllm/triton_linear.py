@@ -19,9 +19,10 @@ Two kernels, each under two tuning configurations (four paths):
 
 Activations reach vLLM as the suite's float32 tensors (bf16-valued: what a bf16 or float32
 model hands the layer; `QuantFP8` computes in float32 from any float dtype, and fp16 cannot
-hold the block schemes' per-group spread of 2^17). They are quantized as vLLM's kernels do it, with vLLM's `QuantFP8` (dispatched by
-vLLM: ``forward_native`` on this CPU; the HIP/CUDA quant kernel on a GPU), under the
-simulated platform's FP8 flavour (`qharness_vllm.triton_platform.simulated_platform`).
+hold the block schemes' per-group spread of 2^17). They are quantized as vLLM's kernels do
+it, with vLLM's `QuantFP8` (dispatched by vLLM: ``forward_native`` on this CPU; the HIP/CUDA
+quant kernel on a GPU), under the simulated platform's FP8 flavour
+(`qharness_vllm.triton_platform.simulated_platform`).
 Weights enter as the loaded codes in the platform's FP8 dtype (e4m3fnuz on gfx942, as after
 vLLM's fnuz normalization), transposed the way vLLM's ``process_weights_after_loading``
 leaves them for ``triton_scaled_mm`` ([K, N] view).
@@ -295,9 +296,7 @@ class _VllmTritonPath(LinearPathBase):
         arch = target_arch(platform)
         if arch in WHY_NOT_ON:
             return Support.no(f"{self.name}: {WHY_NOT_ON[arch]}")
-        choice = choose(
-            self.table, self.kernels, arch, scheme, f"{self.name} dispatch", __name__
-        )
+        choice = choose(self.table, self.kernels, arch, scheme, f"{self.name} dispatch", __name__)
         if choice.kernel is None:
             return Support.no(f"{self.name}: {choice.reason}")
         return Support.yes()
@@ -347,7 +346,7 @@ class VllmTritonScaledMMTailsPath(VllmTritonScaledMMPath):
     tile = TAIL_TILE
 
 
-# docs/ENGINE-FINDINGS.md (scripts/vllm_findings/block_fp8_k_tail.py)
+# docs/ENGINE-FINDINGS.md (scripts/vllm_triton/block_fp8_k_tail.py)
 _K_NOT_128 = (
     "K not a multiple of 128 with 128x128 FP8 blocks: vLLM loads the layer "
     "(validate_fp8_block_shape checks tensor-parallel partitions only), but its activation "
@@ -356,7 +355,7 @@ _K_NOT_128 = (
     "non-contiguous tensor that w8a8_triton_block_scaled_mm's A.is_contiguous() assertion "
     "rejects (an asserted precondition, not a wrong result)"
 )
-# docs/ENGINE-FINDINGS.md (scripts/vllm_findings/block_fp8_bias_after_rounding.py)
+# docs/ENGINE-FINDINGS.md (scripts/vllm_triton/block_fp8_bias_after_rounding.py)
 _BIAS_AFTER_ROUNDING = (
     "vLLM's block-FP8 linear rounds the GEMM to the model dtype, then adds the bias in "
     "that dtype (Fp8BlockScaledMMLinearKernel.apply_weights: output + bias): where the "

@@ -131,7 +131,7 @@ def triton_unavailable(platform: Any) -> str:
     return _STATE.get("why_not", "")
 
 
-# Measured (scripts/vllm_triton_interpreter_conversions.py): Triton 3.9's interpreter
+# Measured (scripts/vllm_triton/interpreter_conversions.py): Triton 3.9's interpreter
 # converts float32 to bfloat16 by truncation (round toward zero), with or without
 # ``fp_downcast_rounding="rtne"``, where the GPU rounds to nearest even; float32 to float16
 # and FP8 loads (every finite e4m3fn / e4m3fnuz code, in loads and in tl.dot) are exact.
