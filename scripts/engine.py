@@ -56,7 +56,11 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
     # the stage to the Triton paths (the interpreter is slow).
     "vllm-triton": (
         "integrations/vllm",
-        ("suites/test_linear.py", "tests/paths/test_vllm_triton.py"),
+        (
+            "suites/test_quantizers.py",
+            "suites/test_linear.py",
+            "tests/paths/test_vllm_triton.py",
+        ),
         "vllm_triton",
     ),
     "quark": (

@@ -88,6 +88,35 @@ def fp8_decode() -> None:
         print(f"{dtype}: tl.dot(code, 1.0) differs from torch on {len(bad)} codes {bad}")
 
 
+def fp8_encode() -> None:
+    """float32 -> FP8 by ``.to()``: every finite FP8 value, the midpoints between neighbours
+    (ties) and points a quarter of the way, against torch's round to nearest even."""
+    for dtype in (torch.float8_e4m3fn, torch.float8_e4m3fnuz):
+        values = torch.arange(256, dtype=torch.uint8).view(dtype).float()
+        values = values[values.isfinite() & (values > 0)].sort().values
+        mids = (values[:-1] + values[1:]) / 2
+        quarter = values[:-1] + (values[1:] - values[:-1]) / 4
+        x = torch.cat([values, mids, quarter, -values, -mids])
+        n = 1 << (x.numel() - 1).bit_length()
+        padded = torch.cat([x, torch.ones(n - x.numel())])
+        out = torch.empty(n, dtype=dtype)
+        _down[(1,)](padded, out, N=n)
+        got, ref = out[: x.numel()].float(), x.to(dtype).float()
+        kinds = {
+            "exact values": slice(0, len(values)),
+            "ties": slice(len(values), len(values) + len(mids)),
+            "quarter points": slice(len(values) + len(mids), len(values) + 2 * len(mids)),
+        }
+        for kind, part in kinds.items():
+            bad = (got[part] != ref[part]).nonzero().flatten()
+            xs, gs, rs = x[part], got[part], ref[part]
+            lost = [(xs[i].item(), gs[i].item()) for i in bad.tolist() if gs[i] < xs[i] / 1.5]
+            print(
+                f"float32 -> {dtype} by to(), {kind}: {bad.numel()}/{xs.numel()} differ from "
+                f"torch; {len(lost)} of them land in the binade below, e.g. {lost[:3]}"
+            )
+
+
 def downcasts() -> None:
     x = torch.randn(4096, generator=torch.Generator().manual_seed(0)) * 1000
     for dtype in (torch.bfloat16, torch.float16):
@@ -105,4 +134,5 @@ def downcasts() -> None:
 if __name__ == "__main__":
     print(f"triton {triton.__version__}, torch {torch.__version__}")
     fp8_decode()
+    fp8_encode()
     downcasts()
