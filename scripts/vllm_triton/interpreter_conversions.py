@@ -109,7 +109,7 @@ def fp8_encode() -> None:
         }
         for kind, part in kinds.items():
             bad = (got[part] != ref[part]).nonzero().flatten()
-            xs, gs, rs = x[part], got[part], ref[part]
+            xs, gs = x[part], got[part]
             lost = [(xs[i].item(), gs[i].item()) for i in bad.tolist() if gs[i] < xs[i] / 1.5]
             print(
                 f"float32 -> {dtype} by to(), {kind}: {bad.numel()}/{xs.numel()} differ from "

@@ -208,10 +208,19 @@ def run_scaled_mm(
     w_s = layer.weight.scale.float().reshape(-1, 1)
     bias = None if layer.bias is None else layer.bias.to(out_dtype)
     if tile is None:
-        return triton_scaled_mm(x_q, w, x_s, w_s, out_dtype, bias)  # type: ignore[no-any-return]
+        return triton_scaled_mm(x_q, w, x_s, w_s, out_dtype, bias)  # type: ignore[arg-type]
     m, n, k = tile
-    return triton_scaled_mm(  # type: ignore[no-any-return]
-        x_q, w, x_s, w_s, out_dtype, bias, m, n, k, use_heuristic=False
+    return triton_scaled_mm(
+        x_q,
+        w,
+        x_s,
+        w_s,
+        out_dtype,  # type: ignore[arg-type]  # vLLM annotates type[torch.dtype]
+        bias,
+        m,
+        n,
+        k,
+        use_heuristic=False,
     )
 
 
@@ -238,7 +247,7 @@ def block_config(tile: tuple[int, int, int] | None) -> Iterator[None]:
     try:
         yield
     finally:
-        fp8_utils.get_w8a8_block_fp8_configs = saved  # type: ignore[assignment]
+        fp8_utils.get_w8a8_block_fp8_configs = saved
 
 
 def run_block_fp8(

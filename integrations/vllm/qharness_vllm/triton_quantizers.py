@@ -129,7 +129,7 @@ class VllmTritonMxfp4Quantizer(_VllmTritonMxQuantizer):
     ) -> QuantizedTensor:
         from vllm.model_executor.layers.quantization.utils.mxfp4_utils import downcast_to_mxfp
 
-        rows, k = x.shape
+        k = x.shape[-1]
         with simulated_platform(simulated_arch()):
             packed, scales, _ = downcast_to_mxfp(x.to(torch.bfloat16), axis=-1)
         codes = _unpack_fp4(packed)[:, :k]
