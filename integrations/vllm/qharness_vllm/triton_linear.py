@@ -47,12 +47,22 @@ from typing import Any, ClassVar
 
 import torch
 
-from harness.core.quantize import QuantizedLinear
-from harness.core.schemes import SCHEMES, Scheme
-from harness.core.spec import FP8_BLOCK, WHOLE
-from harness.paths.base import LinearPathBase, LinearProblem, Numerics, OperandContract, Support
-from harness.paths.dispatch import EMULATE, DispatchTable, choose
-from harness.platform.info import PlatformInfo
+from harness import (
+    EMULATE,
+    FP8_BLOCK,
+    SCHEMES,
+    WHOLE,
+    DispatchTable,
+    LinearPathBase,
+    LinearProblem,
+    Numerics,
+    OperandContract,
+    PlatformInfo,
+    QuantizedLinear,
+    Scheme,
+    Support,
+    choose,
+)
 from qharness_vllm import ENGINE
 from qharness_vllm.triton_platform import (
     fp8_dtype_for,
@@ -124,6 +134,8 @@ def _row(kernel: str, runs: frozenset[str]) -> dict[str, frozenset[str]]:
     return row
 
 
+# Keyed by GPU architecture, the simulated one under simulation (`target_arch`), not by
+# platform_key: the same kernel source runs on the real and the simulated arch.
 # Architecture -> the schemes each kernel runs there: the platform's FP8 flavour (vLLM
 # normalizes e4m3fn checkpoints to e4m3fnuz on gfx942 before these kernels see them);
 # sm_90 runs neither (module doc). EMULATE: this path does not run the scheme there.

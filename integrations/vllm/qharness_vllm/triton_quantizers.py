@@ -27,10 +27,7 @@ from typing import ClassVar
 
 import torch
 
-from harness.core.quantize import QuantizedTensor
-from harness.core.schemes import QuantSpec
-from harness.core.spec import MX_BLOCK
-from harness.paths.base import Support
+from harness import MX_BLOCK, QuantizedTensor, QuantSpec, Support
 from qharness_vllm import ENGINE
 from qharness_vllm.triton_platform import (
     interpreting,
