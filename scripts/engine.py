@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
 """Run one engine's adapter through the harness, in that engine's own venv.
 
-    python3 scripts/engine.py torchao|vllm|quark|aiter [--venv DIR] [--results PATH]
+    python3 scripts/engine.py torchao|vllm|vllm-triton|quark|aiter [--venv DIR] [--results PATH]
 
 Creates ``.engines/<engine>`` (git-ignored; never the default .venv) with the torch of
 ``QHARNESS_TORCH_VERSION`` (default 2.13.0, a CPU build where pip is set up with one),
 installs the engine's adapter from ``integrations/<engine>`` (which pulls the engine) and
 qharness with a constraints file pinning that torch, so pip can neither replace nor
 upgrade it, then runs the suites and self-tests that exercise the adapter (``-k``), writing
-``reports/engine-<engine>.json``. An engine whose kernels run on simulated GPUs (aiter:
-its Triton kernels under Triton's interpreter) runs once per simulated arch, with
-``QHARNESS_SIMULATE`` and ``TRITON_INTERPRET=1`` set, into
-``reports/engine-<engine>-<arch>.json``. Prints the seconds spent installing and running.
-Standard library only.
+``reports/engine-<engine>.json``. An engine whose kernels run on simulated GPUs (aiter,
+vllm-triton: their Triton kernels under Triton's interpreter) runs once per simulated
+arch, with ``QHARNESS_SIMULATE`` and ``TRITON_INTERPRET=1`` set, into
+``reports/engine-<engine>-<arch>.json``; ``vllm-triton`` reuses the vllm venv. Prints
+the seconds spent installing and running. Standard library only.
 """
 
 from __future__ import annotations
@@ -51,6 +51,17 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
         ),
         "vllm",
     ),
+    # vLLM's Triton GPU kernels, interpreted on simulated GPUs (SIMULATE); the -k keeps
+    # the stage to the Triton paths (the interpreter is slow).
+    "vllm-triton": (
+        "integrations/vllm",
+        (
+            "suites/test_quantizers.py",
+            "suites/test_linear.py",
+            "integrations/vllm/tests/test_vllm_triton.py",
+        ),
+        "vllm_triton",
+    ),
     "quark": (
         "integrations/quark",
         (
@@ -67,7 +78,7 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
             "suites/test_linear.py",
             "suites/test_platform.py",
             "tests/platform/test_simulate.py",
-            "tests/paths/test_aiter_tables.py",
+            "integrations/aiter/tests/test_aiter_tables.py",
         ),
         # The interpreter is slow: aiter's tuned configs on every scheme and shape (fp16
         # outputs without bias), the tail configs on the shapes with K or N tails (37x16x128,
@@ -76,9 +87,12 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
         " or (aiter and fp16 and nobias and not tails) or platform or simulate or interpreter",
     ),
 }
+# Engines that share another's venv.
+SHARED_VENV: dict[str, str] = {"vllm-triton": "vllm"}
 # Engines whose kernels run here on simulated GPUs: one pytest run per QHARNESS_SIMULATE value.
 SIMULATIONS: dict[str, tuple[str, ...]] = {
     "aiter": ("triton-interpret:gfx942", "triton-interpret:gfx950"),
+    "vllm-triton": ("triton-interpret:gfx942", "triton-interpret:gfx950"),
 }
 # Extra pytest arguments per engine (the interpreter's runs use both cores).
 PYTEST_ARGS: dict[str, tuple[str, ...]] = {"aiter": ("-n", "2")}
@@ -103,7 +117,7 @@ def main() -> int:
     parser.add_argument("--results", type=Path, default=None)
     args = parser.parse_args()
     adapter, files, keyword = ENGINES[args.engine]
-    env_dir = args.venv or ROOT / ".engines" / args.engine
+    env_dir = args.venv or ROOT / ".engines" / SHARED_VENV.get(args.engine, args.engine)
     python = env_dir / "bin" / "python"
     results = args.results or ROOT / "reports" / f"engine-{args.engine}.json"
 
@@ -124,7 +138,7 @@ def main() -> int:
         run(*pip, "-c", pin.name, "-e", f"{ROOT}[dev]", "-e", str(ROOT / adapter))
     finally:
         os.unlink(pin.name)
-    for dist in REMOVE_AFTER_INSTALL.get(args.engine, ()):
+    for dist in REMOVE_AFTER_INSTALL.get(SHARED_VENV.get(args.engine, args.engine), ()):
         subprocess.run([str(python), "-m", "pip", "uninstall", "-q", "-y", dist], check=False)
     installed = time.monotonic()
 

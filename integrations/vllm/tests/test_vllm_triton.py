@@ -1,0 +1,87 @@
+"""The vLLM Triton paths' tables and the facts their docstrings state about vLLM.
+
+Skips, counted and with the reason, where the vLLM adapter is not installed. The suites run
+the kernels (``scripts/engine.py vllm-triton``: the linear suite on simulated gfx942 and
+gfx950); these tests need no simulation.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip(
+    "qharness_vllm",
+    reason="vLLM adapter not installed (python scripts/engine.py vllm installs it in its own venv)",
+)
+
+import vllm.model_executor.layers.quantization.utils as quant_utils_pkg
+from qharness_vllm import triton_linear, triton_platform
+
+from harness.core.schemes import SCHEMES
+from harness.linear.cases import LINEAR_SHAPES
+from harness.linear.paths import get_path
+from harness.paths.dispatch import dispatch_problems
+from harness.platform.info import detect
+
+PATHS = (
+    triton_linear.VllmTritonScaledMMPath,
+    triton_linear.VllmTritonScaledMMTailsPath,
+    triton_linear.VllmTritonBlockFp8Path,
+    triton_linear.VllmTritonBlockFp8TailsPath,
+)
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_dispatch_table_is_consistent(path: type) -> None:
+    """One decision per registered scheme and arch; each kernel decision its contract takes."""
+    problems = dispatch_problems(SCHEMES, path().kernels, path.table)
+    assert not problems, "\n".join(problems)
+
+
+def test_tables_send_each_arch_its_fp8_flavour() -> None:
+    """gfx942 runs e4m3fnuz schemes only, gfx950 e4m3fn only (vLLM's fp8_dtype() there)."""
+    for table, kernel in (
+        (triton_linear.SCALED_MM_TABLE, triton_linear.SCALED_MM.name),
+        (triton_linear.BLOCK_FP8_TABLE, triton_linear.BLOCK_FP8.name),
+    ):
+        for arch, flavour in (("gfx942", "e4m3fnuz"), ("gfx950", "e4m3fn")):
+            runs = table[arch][kernel]
+            assert runs, f"{kernel} runs nothing on {arch}"
+            assert {SCHEMES[s].weight.format for s in runs} == {flavour}, (arch, sorted(runs))
+
+
+def test_vllm_ships_no_tuned_block_config_for_the_suite_shapes() -> None:
+    """So the default config is what vLLM picks for the suite's N and K on every device
+    (w8a8_triton_block_scaled_mm looks configs up by N, K and device name)."""
+    configs = Path(quant_utils_pkg.__file__).parent / "configs"
+    assert configs.is_dir(), configs
+    for _, n, k in LINEAR_SHAPES:
+        found = sorted(p.name for p in configs.glob(f"N={n},K={k},*"))
+        assert not found, found
+
+
+@pytest.mark.skipif(
+    triton_platform.simulated_arch() is not None, reason="this process runs a simulated platform"
+)
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_paths_skip_with_the_reason_on_a_plain_cpu(path: type) -> None:
+    platform = detect()
+    if platform.device != "cpu":
+        pytest.skip("a GPU: the paths run natively")
+    from harness.linear.cases import LinearCase
+
+    case = LinearCase("fp8_per_block_fnuz", path.name, (8, 128, 256), False, "bf16")
+    support = get_path(path.name).supports(SCHEMES[case.scheme], case.problem, platform)
+    assert not support.ok
+    assert "QHARNESS_SIMULATE" in support.reason
+
+
+def test_simulated_arch_reads_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QHARNESS_SIMULATE", "triton-interpret:gfx950")
+    assert triton_platform.simulated_arch() == "gfx950"
+    monkeypatch.setenv("QHARNESS_SIMULATE", "")
+    assert triton_platform.simulated_arch() is None
+    assert os.environ["QHARNESS_SIMULATE"] == ""
