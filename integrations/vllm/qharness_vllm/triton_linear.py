@@ -53,6 +53,8 @@ from harness import (
     SCHEMES,
     WHOLE,
     DispatchTable,
+    FindingCase,
+    KnownFinding,
     LinearPathBase,
     LinearProblem,
     Numerics,
@@ -343,7 +345,7 @@ class VllmTritonScaledMMPath(_VllmTritonPath):
     kernel = SCALED_MM
     table = SCALED_MM_TABLE
     conventions = frozenset({"min_scale_1_over_512max", "reciprocal_scale", "fnuz_clamp_224"})
-    known_findings: ClassVar[dict[str, str]] = {}
+    known_findings: ClassVar[tuple[KnownFinding, ...]] = ()
 
     def numerics(self, scheme: Scheme, problem: LinearProblem) -> Numerics:
         """float32 K sum, two float32 scale multiplies, float32 bias add, one rounding in
@@ -385,6 +387,25 @@ _BIAS_AFTER_ROUNDING = (
 )
 
 
+BLOCK_SCHEMES = frozenset({"fp8_per_block", "fp8_per_block_fnuz"})
+
+
+def _k_not_multiple_of_128(case: FindingCase) -> bool:
+    return case.problem is not None and case.problem.k % 128 != 0
+
+
+def _with_bias(case: FindingCase) -> bool:
+    return case.problem is not None and case.problem.bias
+
+
+BIAS_AFTER_ROUNDING = KnownFinding(
+    _BIAS_AFTER_ROUNDING,
+    schemes=BLOCK_SCHEMES,
+    out_dtypes=frozenset({torch.bfloat16, torch.float16}),
+    when=_with_bias,
+)
+
+
 class VllmTritonBlockFp8Path(_VllmTritonPath):
     """``w8a8_triton_block_scaled_mm`` under the config vLLM looks up (its default here)."""
 
@@ -392,11 +413,10 @@ class VllmTritonBlockFp8Path(_VllmTritonPath):
     kernel = BLOCK_FP8
     table = BLOCK_FP8_TABLE
     contiguous_codes: ClassVar[bool] = False
-    known_findings: ClassVar[dict[str, str]] = {
-        "fp8_per_block*-vllm_triton_block_fp8-*x176-*": _K_NOT_128,
-        "fp8_per_block*-vllm_triton_block_fp8*-bias-bf16": _BIAS_AFTER_ROUNDING,
-        "fp8_per_block*-vllm_triton_block_fp8*-bias-fp16": _BIAS_AFTER_ROUNDING,
-    }
+    known_findings: ClassVar[tuple[KnownFinding, ...]] = (
+        KnownFinding(_K_NOT_128, schemes=BLOCK_SCHEMES, when=_k_not_multiple_of_128),
+        BIAS_AFTER_ROUNDING,
+    )
 
     def numerics(self, scheme: Scheme, problem: LinearProblem) -> Numerics:
         """Per K block: float32 dot, two scale multiplies, float32 add; the sum rounded to
@@ -425,3 +445,4 @@ class VllmTritonBlockFp8TailsPath(VllmTritonBlockFp8Path):
     name = "vllm_triton_block_fp8_tails"
     tile = TAIL_TILE
     contiguous_codes = True
+    known_findings: ClassVar[tuple[KnownFinding, ...]] = (BIAS_AFTER_ROUNDING,)

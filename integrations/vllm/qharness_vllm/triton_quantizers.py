@@ -27,7 +27,7 @@ from typing import ClassVar
 
 import torch
 
-from harness import MX_BLOCK, QuantizedTensor, QuantSpec, Support
+from harness import MX_BLOCK, KnownFinding, QuantizedTensor, QuantSpec, Support
 from qharness_vllm import ENGINE
 from qharness_vllm.triton_platform import (
     interpreting,
@@ -66,7 +66,7 @@ class _VllmTritonMxQuantizer:
     conventions: frozenset[str] = frozenset()
     element_format: ClassVar[str]
     scale_rounding: ClassVar[str]
-    known_findings: ClassVar[dict[str, str]] = {}
+    known_findings: ClassVar[tuple[KnownFinding, ...]] = ()
     name: str
 
     def supports(self, spec: QuantSpec) -> Support:
@@ -105,16 +105,20 @@ class VllmTritonMxfp4Quantizer(_VllmTritonMxQuantizer):
     scale_rounding = "even"
 
     # docs/ENGINE-FINDINGS.md: not a vLLM bug; the blocks cannot be judged here
-    known_findings: ClassVar[dict[str, str]] = {
-        "vllm_triton_mxfp4-e2m1-even": (
-            "not judged (no vLLM bug claimed): the MX edge-case blocks hold float32 values "
-            "between bf16 values, and downcast_to_mxfp takes bf16/fp16 sources only "
-            "(static_assert), so the adapter rounds them to bf16 first; NaN/Inf blocks get "
-            "a finite scale (2^127 for Inf) where OCP MX says 0xFF, and blocks with "
-            "subnormal scales depend on the GPU's max-with-NaN and flush-to-zero behaviour, "
-            "which the interpreter does not model"
+    known_findings: ClassVar[tuple[KnownFinding, ...]] = (
+        KnownFinding(
+            (
+                "not judged (no vLLM bug claimed): the MX edge-case blocks hold float32 values "
+                "between bf16 values, and downcast_to_mxfp takes bf16/fp16 sources only "
+                "(static_assert), so the adapter rounds them to bf16 first; NaN/Inf blocks get "
+                "a finite scale (2^127 for Inf) where OCP MX says 0xFF, and blocks with "
+                "subnormal scales depend on the GPU's max-with-NaN and flush-to-zero behaviour, "
+                "which the interpreter does not model"
+            ),
+            suites=frozenset({"quantizers"}),
+            cases=frozenset({"edge_cases"}),
         ),
-    }
+    )
 
     def supports_shape(self, spec: QuantSpec, shape: tuple[int, ...]) -> Support:
         if shape[-1] % MX_BLOCK and interpreting():
