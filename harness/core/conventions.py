@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from harness.core.formats import get_format
+from harness.core.scale_formats import E8M0, FP32
 from harness.errors import QHarnessError
 
 if TYPE_CHECKING:  # spec.py defines specs; this module only reads them
@@ -114,7 +115,7 @@ def scale_elements(x: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> tor
 
 # --------------------------------------------------------------------- the registry
 def _fp32_scales(spec: QuantSpec) -> bool:
-    return spec.scale_format == "fp32"
+    return spec.scale_fmt is FP32
 
 
 def _min_scale_512(amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
@@ -165,11 +166,11 @@ register_convention(
 
 # ------------------------------------------------------------------------ MX scales
 def _e8m0(spec: QuantSpec) -> bool:
-    return spec.scale_format == "e8m0"
+    return spec.scale_fmt is E8M0
 
 
 def _e8m0_from_exponent(spec: QuantSpec) -> bool:
-    return spec.scale_format == "e8m0" and spec.scale_rounding in ("floor", "even", "ceil")
+    return spec.scale_fmt is E8M0 and spec.scale_rounding in ("floor", "even", "ceil")
 
 
 def _inf_amax_as_2pow128(amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core.formats import get_format
+from harness.core.scale_formats import E8M0
 from harness.core.scales import saturation_loss
 from harness.core.spec import ELEMENT_ROUNDING as ELEMENT_ROUNDING  # re-exported
 from harness.core.spec import FP8_BLOCK, MX_BLOCK
@@ -27,7 +28,7 @@ class Scheme:
     """A named weight/activation quantization recipe, as checkpoints name them."""
 
     name: str
-    family: str  # "fp8" or "mx"
+    family: str  # "fp8", "mx" or "nvfp4"
     weight: QuantSpec
     activation: QuantSpec | None  # None: activations stay in high precision
     sqnr_floor_db: float  # minimum SQNR of the layer output vs the unquantized product
@@ -199,7 +200,7 @@ def mx_spec(fmt: str, scale_mode: str, dynamic: bool = False) -> QuantSpec:
     return QuantSpec(
         fmt,
         block=(1, MX_BLOCK),
-        scale_format="e8m0",
+        scale_format=E8M0.name,
         scale_rounding=scale_mode,
         dynamic=dynamic,
     )

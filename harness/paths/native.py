@@ -26,6 +26,7 @@ import torch
 
 from harness.core.formats import e8m0_encode, get_format
 from harness.core.quantize import QuantizedLinear, QuantizedTensor, quantize_activation
+from harness.core.scale_formats import E8M0, FP32
 from harness.core.schemes import SCHEMES, Scheme
 from harness.core.spec import FP8_BLOCK, MX_BLOCK, WHOLE
 from harness.errors import QHarnessError
@@ -152,13 +153,13 @@ KERNELS: dict[str, KernelMode] = {
         KernelMode(
             "tensorwise",
             _scaled_mm_forward,
-            OperandContract(_FP8, "fp32", _PER_TENSOR, _PER_TENSOR),
+            OperandContract(_FP8, FP32.name, _PER_TENSOR, _PER_TENSOR),
             fused_bias=True,
         ),
         KernelMode(
             "rowwise",  # a per-tensor activation scale next to per-row weights: (M, 1)
             _scaled_mm_forward,
-            OperandContract(_FP8, "fp32", _PER_TENSOR_OR_ROW, _PER_TENSOR_OR_ROW),
+            OperandContract(_FP8, FP32.name, _PER_TENSOR_OR_ROW, _PER_TENSOR_OR_ROW),
             fused_bias=True,
         ),
         KernelMode(
@@ -166,7 +167,7 @@ KERNELS: dict[str, KernelMode] = {
             _blockwise_forward,
             OperandContract(
                 _FP8,
-                "fp32",
+                FP32.name,
                 frozenset({(FP8_BLOCK, FP8_BLOCK)}),
                 frozenset({(1, FP8_BLOCK)}),
             ),
@@ -179,7 +180,7 @@ KERNELS: dict[str, KernelMode] = {
             _mx_forward,
             OperandContract(
                 frozenset(MX_OPERANDS),
-                "e8m0",
+                E8M0.name,
                 frozenset({(1, MX_BLOCK)}),
                 frozenset({(1, MX_BLOCK)}),
             ),

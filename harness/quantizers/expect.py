@@ -66,7 +66,7 @@ def code_and_scale_mismatches(
     pr, pc = rows * br - code_wrong.shape[0], cols * bc - code_wrong.shape[1]
     padded = torch.nn.functional.pad(code_wrong, (0, pc, 0, pr))
     tile_codes_wrong = padded.reshape(rows, br, cols, bc).any(dim=3).any(dim=1)
-    if spec.scale_format == "e8m0":
+    if spec.scale_fmt.nan_for_nonfinite_block:
         both_nan = torch.isnan(a_scale) & torch.isnan(e_scale)
         tile_codes_wrong = tile_codes_wrong & ~both_nan
     return tile_codes_wrong, scale_wrong

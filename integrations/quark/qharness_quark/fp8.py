@@ -24,6 +24,7 @@ from quark.torch.quantization.config.config import (
 )
 
 from harness.core.quantize import QuantizedTensor
+from harness.core.scale_formats import FP32
 from harness.core.schemes import QuantSpec
 from harness.paths.base import Support
 from qharness_quark import ENGINE
@@ -43,7 +44,7 @@ class RealQuantizeFP8Quantizer:
     conventions: frozenset[str] = frozenset()
 
     def supports(self, spec: QuantSpec) -> Support:
-        if spec.scale_format != "fp32":
+        if spec.scale_fmt is not FP32:
             return Support.no(f"{self.name}: float32 scales only, not {spec.scale_format}")
         if spec.format != "e4m3fn":
             return Support.no(

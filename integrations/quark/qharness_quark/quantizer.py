@@ -16,6 +16,7 @@ from quark.torch.kernel.hw_emulation.hw_emulation_interface import real_quantize
 
 from harness.core.formats import encode
 from harness.core.quantize import QuantizedTensor
+from harness.core.scale_formats import E8M0
 from harness.core.schemes import MX_BLOCK, QuantSpec
 from harness.paths.base import Support
 from qharness_quark import ENGINE
@@ -44,7 +45,7 @@ class RealQuantizeMXFPQuantizer:
     }
 
     def supports(self, spec: QuantSpec) -> Support:
-        if spec.scale_format != "e8m0" or spec.block != (1, MX_BLOCK):
+        if spec.scale_fmt is not E8M0 or spec.block != (1, MX_BLOCK):
             return Support.no(
                 f"{self.name}: MX 1x{MX_BLOCK} E8M0 scales only, not {spec.granularity}"
             )

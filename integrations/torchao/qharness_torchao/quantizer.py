@@ -20,6 +20,7 @@ from torchao.prototype.mx_formats.mx_tensor import MXTensor
 
 from harness.core.formats import e8m0_decode, unpack_fp4
 from harness.core.quantize import QuantizedTensor
+from harness.core.scale_formats import E8M0
 from harness.core.schemes import MX_BLOCK, QuantSpec
 from harness.paths.base import Support
 from qharness_torchao import ENGINE
@@ -65,7 +66,7 @@ class ToMXQuantizer:
     }
 
     def supports(self, spec: QuantSpec) -> Support:
-        if spec.scale_format != "e8m0" or spec.block != (1, MX_BLOCK):
+        if spec.scale_fmt is not E8M0 or spec.block != (1, MX_BLOCK):
             return Support.no(
                 f"torchao to_mx: MX 1x{MX_BLOCK} E8M0 scales only, not {spec.granularity}"
             )
