@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.core.conventions import scale_elements
+from harness.core.conventions import scale_elements, two_level_multiplier
 from harness.core.fastcodec import (
     E8M0Rule,
     decode_scaled,
@@ -98,6 +98,17 @@ def stored_scale(scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
 def scale_from_stored(stored: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
     """Inverse of `stored_scale`: float32 scales, bit for bit."""
     return spec.scale_fmt.load(stored)
+
+
+def stored_static_scale(scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """A calibrated (static) activation scale as stored: `stored_scale`, except that for a
+    two-level format the static part is the float32 per-tensor level, stored as it is."""
+    return scale.float() if spec.scale_fmt.per_tensor_level else stored_scale(scale, spec)
+
+
+def static_scale_from_stored(stored: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """Inverse of `stored_static_scale`, bit for bit."""
+    return stored.float() if spec.scale_fmt.per_tensor_level else scale_from_stored(stored, spec)
 
 
 def tile_shape(spec: QuantSpec, shape: torch.Size | tuple[int, ...]) -> tuple[int, int]:
@@ -269,10 +280,6 @@ def _quantize_two_level(
     unless given, E4M3 block scales of (block amax / qmax) / global, then the elements
     x / (block scale * global) rounded to nearest even. A block whose scale is zero (its
     amax underflows E4M3) has only +-0 codes: dividing by Inf gives them, keeping signs."""
-    if spec.conventions:
-        raise NotImplementedError(
-            f"{spec.scale_format} scales take no engine conventions yet: {sorted(spec.conventions)}"
-        )
     tiles = None if reference else _exact_tiles(x32, spec)
     amax = tile_amax(x32, spec) if tiles is None else _abs_amax_of_tiles(tiles)
     if tiles is not None and bool(amax.isnan().any()):
@@ -280,7 +287,12 @@ def _quantize_two_level(
     if global_scale is None:
         global_scale = compute_global_scale(amax.max(), spec)  # NaN propagates
     g = global_scale.float().reshape(1, 1).to(x32.device)
-    block = compute_scale(amax, spec, g)
+    block = compute_scale(amax, spec, g)  # applies the spec's scale conventions
+    multiplier = two_level_multiplier(spec)
+    if multiplier is not None:  # an engine convention: x * m instead of x / (block * g)
+        scaled = x32 * expand_scale(multiplier(block, g), spec, x32.shape)
+        codec = encode if reference else encode_fast
+        return QuantizedTensor(codec(scaled, spec.format, spec.clamp_max), block, spec, g)
     divisor = block * g
     divisor = torch.where(divisor == 0, torch.full_like(divisor, torch.inf), divisor)
     if reference:

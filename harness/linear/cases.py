@@ -26,7 +26,9 @@ from harness.core.quantize import (
     quantize_activation,
     quantize_linear,
     scale_from_stored,
+    static_scale_from_stored,
     stored_scale,
+    stored_static_scale,
 )
 from harness.core.schemes import SCHEMES, get_scheme
 from harness.paths import LinearProblem, linear_paths
@@ -205,7 +207,9 @@ def build_linear_golden(scheme_name: str) -> GoldenData:
         if layer.weight.global_scale is not None:  # a two-level format's per-tensor level
             data.exact[f"{key}.w_global_scale"] = layer.weight.global_scale
         if layer.input_scale is not None and scheme.activation is not None:
-            data.exact[f"{key}.input_scale"] = stored_scale(layer.input_scale, scheme.activation)
+            data.exact[f"{key}.input_scale"] = stored_static_scale(
+                layer.input_scale, scheme.activation
+            )
         a = inputs["x"].double()
         if xq is not None:
             data.exact[f"{key}.x_codes"] = xq.codes
@@ -256,7 +260,7 @@ def load_linear_case(
     )
     input_scale = None
     if f"{key}.input_scale" in t and scheme.activation is not None:
-        input_scale = scale_from_stored(t[f"{key}.input_scale"], scheme.activation)
+        input_scale = static_scale_from_stored(t[f"{key}.input_scale"], scheme.activation)
     layer = QuantizedLinear(scheme, weight, input_scale, t[f"{key}.bias"].float() if bias else None)
     w, x = golden_inputs(data, scheme_name, shape)
     x = activation_view(x.float(), ACTIVATION_LAYOUTS[shape])

@@ -232,6 +232,10 @@ LINEAR_NATIVE_DISPATCH: DispatchTable = {
                 "w_mxfp6_e3m2",
                 "w_mxfp6_e3m2_a_fp8",
                 "w_mxfp6_e3m2_a_mxfp6_e3m2",
+                # NVFP4 (two-level E4M3 x FP32 scales): no kernel mode here takes them;
+                # torch's 1x16 block-scaled mm needs FP4 tensor cores (sm100+).
+                "w_nvfp4",
+                "w_nvfp4_a_nvfp4",
             }
         ),
     }
