@@ -259,6 +259,8 @@ def _why_unmapped(scheme: Scheme) -> str:
         detail = f"mixed element formats ({scheme.weight.format} x {act.format})"
     elif get_format(act.format).torch_dtype is None and act.format not in MX_OPERANDS:
         detail = f"torch has no {act.format} operand type"
+    elif all(mode.operands.scale_format != act.scale_format for mode in KERNELS.values()):
+        detail = f"no kernel mode here takes {act.scale_format} scales"
     else:
         detail = "not in SCALED_MM_SCHEMES"
     return f"emulated-only: no native kernel for {scheme.name} ({detail})"
