@@ -279,7 +279,9 @@ def _quantize_two_level(
     """NVFP4's quantize (docs/SCHEMES.md#nvfp4): the global scale from the tensor's amax
     unless given, E4M3 block scales of (block amax / qmax) / global, then the elements
     x / (block scale * global) rounded to nearest even. A block whose scale is zero (its
-    amax underflows E4M3) has only +-0 codes: dividing by Inf gives them, keeping signs."""
+    amax underflows E4M3) has only +-0 codes: dividing by Inf gives them, keeping signs.
+    Engine conventions (harness.core.conventions) adjust the block scales or multiply the
+    elements by their own factor instead of dividing."""
     tiles = None if reference else _exact_tiles(x32, spec)
     amax = tile_amax(x32, spec) if tiles is None else _abs_amax_of_tiles(tiles)
     if tiles is not None and bool(amax.isnan().any()):
