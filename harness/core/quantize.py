@@ -259,7 +259,7 @@ def quantize(
         if scale is None:
             scale = compute_scale(tile_amax(x32, spec), spec)
         scale = scale.float().to(x.device)
-        scaled = scale_elements(x32, expand_scale(scale, spec, x.shape), spec)
+        scaled = scale_elements(x32, expand_scale(_divisor(scale, spec), spec, x.shape), spec)
         codec = encode if reference else encode_fast
         return QuantizedTensor(codec(scaled, spec.format, spec.clamp_max), scale, spec)
     if scale is None:
@@ -269,8 +269,18 @@ def quantize(
         scale = _scale_fast(x32, spec)
     scale = scale.float().to(x.device)
     enc = encoder(spec.format, spec.clamp_max)
-    codes = _apply_to_tiles(x32, scale, spec, lambda t, s: divide_and_encode(t, s, enc))
+    divisor = _divisor(scale, spec)
+    codes = _apply_to_tiles(x32, divisor, spec, lambda t, s: divide_and_encode(t, s, enc))
     return QuantizedTensor(codes, scale, spec)
+
+
+def _divisor(scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """What elements are divided by: the scale, except that a minifloat block scale which
+    rounded to zero (E4M3 can; fp32 and E8M0 scales never do) divides as Inf, so the
+    block's elements encode to +-0 by their signs instead of saturating."""
+    if spec.scale_fmt.element is None:
+        return scale
+    return torch.where(scale == 0, torch.full_like(scale, torch.inf), scale)
 
 
 def _quantize_two_level(
@@ -295,8 +305,7 @@ def _quantize_two_level(
         scaled = x32 * expand_scale(multiplier(block, g), spec, x32.shape)
         codec = encode if reference else encode_fast
         return QuantizedTensor(codec(scaled, spec.format, spec.clamp_max), block, spec, g)
-    divisor = block * g
-    divisor = torch.where(divisor == 0, torch.full_like(divisor, torch.inf), divisor)
+    divisor = _divisor(block * g, spec)
     if reference:
         codes = encode(x32 / expand_scale(divisor, spec, x32.shape), spec.format, spec.clamp_max)
     else:

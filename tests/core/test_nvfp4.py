@@ -18,7 +18,7 @@ from harness.core.formats import decode
 from harness.core.inputs import generator
 from harness.core.quantize import QuantizedTensor, quantize, scale_from_stored, stored_scale
 from harness.core.scale_formats import E4M3_X_FP32, SCALE_FORMATS, e4m3_scale_encode
-from harness.core.schemes import get_scheme, nvfp4_spec
+from harness.core.schemes import QuantSpec, get_scheme, nvfp4_spec
 from harness.memory.budget import HELD, PACKED, tensor_bytes
 
 SPEC = nvfp4_spec()
@@ -253,3 +253,18 @@ def test_schemes_registered_with_derived_floors() -> None:
     act = get_scheme("w_nvfp4_a_nvfp4").activation
     assert act is not None
     assert not act.dynamic  # static per-tensor level, blocks per call
+
+
+def test_one_level_e4m3_block_scales_match_the_oracle_with_global_one() -> None:
+    """The table's one-level `e4m3` format (E4M3 block scales alone, rule e4m3_rne) is the
+    two-level definition with the global scale fixed at 1: same block scales and codes,
+    including a block whose scale rounds to zero (codes +-0)."""
+    spec = QuantSpec("e2m1", (1, 16), "e4m3", "e4m3_rne")
+    x = seeded("nvfp4/one-level", 4, 48)
+    x[2, 16:32] = torch.linspace(-1, 1, 16) * 2.0**-14  # amax / 6 below 2^-10: scale 0
+    codes, block, _ = oracle(x.numpy(), global_scale=1.0)
+    for q in (quantize(x, spec), quantize(x, spec, reference=True)):
+        assert q.global_scale is None
+        assert np.array_equal(q.codes.numpy(), codes)
+        assert np.array_equal(q.scale.numpy(), block)
+    assert float(quantize(x, spec).scale[2, 1]) == 0.0
