@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "WHOLE": "harness.core.spec",
     "MX_BLOCK": "harness.core.spec",
     "FP8_BLOCK": "harness.core.spec",
+    "NVFP4_BLOCK": "harness.core.spec",
     "Scheme": "harness.core.schemes",
     "SCHEMES": "harness.core.schemes",
     "get_scheme": "harness.core.schemes",
@@ -45,6 +46,13 @@ _EXPORTS: dict[str, str] = {
     "e8m0_decode": "harness.core.formats",
     "pack_fp4": "harness.core.formats",
     "unpack_fp4": "harness.core.formats",
+    "ScaleFormat": "harness.core.scale_formats",
+    "SCALE_FORMATS": "harness.core.scale_formats",
+    "get_scale_format": "harness.core.scale_formats",
+    "FP32": "harness.core.scale_formats",
+    "E8M0": "harness.core.scale_formats",
+    "E4M3": "harness.core.scale_formats",
+    "E4M3_X_FP32": "harness.core.scale_formats",
     # the execution model
     "Support": "harness.paths.base",
     "LinearProblem": "harness.paths.base",
@@ -88,9 +96,15 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "ANY_PLATFORM",
+    "E4M3",
+    "E4M3_X_FP32",
+    "E8M0",
     "EMULATE",
     "FP8_BLOCK",
+    "FP32",
     "MX_BLOCK",
+    "NVFP4_BLOCK",
+    "SCALE_FORMATS",
     "SCHEMES",
     "WHOLE",
     "DispatchRow",
@@ -116,6 +130,7 @@ __all__ = [
     "QuantizedLinear",
     "QuantizedTensor",
     "Quantizer",
+    "ScaleFormat",
     "Scheme",
     "Support",
     "__version__",
@@ -127,6 +142,7 @@ __all__ = [
     "e8m0_decode",
     "e8m0_encode",
     "encode",
+    "get_scale_format",
     "get_scheme",
     "merge_input_scales",
     "mx_spec",
@@ -170,8 +186,17 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
         quantize,
         quantize_activation,
     )
+    from harness.core.scale_formats import (
+        E4M3,
+        E4M3_X_FP32,
+        E8M0,
+        FP32,
+        SCALE_FORMATS,
+        ScaleFormat,
+        get_scale_format,
+    )
     from harness.core.schemes import SCHEMES, Scheme, get_scheme, mx_spec, register_scheme
-    from harness.core.spec import FP8_BLOCK, MX_BLOCK, WHOLE, QuantSpec
+    from harness.core.spec import FP8_BLOCK, MX_BLOCK, NVFP4_BLOCK, WHOLE, QuantSpec
     from harness.errors import QHarnessError
     from harness.loading.loaders import Loader
     from harness.loading.transforms import (

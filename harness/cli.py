@@ -16,7 +16,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import (
     EXIT_FAILED,
@@ -29,6 +29,9 @@ from harness.errors import (
     UsageError,
 )
 from harness.store.locations import golden_root as shipped_golden_root
+
+if TYPE_CHECKING:  # the CLI imports the core lazily, per command
+    from harness.core.spec import QuantSpec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 __all__ = [
@@ -140,6 +143,14 @@ def _print_moe_dispatch(moe: dict[str, Any]) -> None:
 
 
 # ---------------------------------------------------------------------- schemes
+def _activation_timing(spec: QuantSpec) -> str:
+    """When an activation's scales are made: a two-level format has a calibrated global
+    scale and per-call block scales."""
+    if spec.scale_fmt.per_tensor_level:
+        return "static global, dynamic blocks"
+    return "dynamic" if spec.dynamic else "static"
+
+
 def cmd_schemes(args: argparse.Namespace) -> int:
     from harness.core.schemes import SCHEMES, get_scheme
 
@@ -152,11 +163,7 @@ def cmd_schemes(args: argparse.Namespace) -> int:
     for s in schemes:
         w = s.weight
         a = s.activation
-        act = (
-            "unquantized"
-            if a is None
-            else (f"{a.format} {a.granularity} {'dynamic' if a.dynamic else 'static'}")
-        )
+        act = "unquantized" if a is None else f"{a.format} {a.granularity} {_activation_timing(a)}"
         print(
             f"{s.name:<{width}}  W {w.format} {w.granularity} "
             f"scale {w.scale_format}/{w.scale_rounding} | A {act} | SQNR >= {s.sqnr_floor_db} dB"

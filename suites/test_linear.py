@@ -54,12 +54,18 @@ def test_quantize_matches_golden(
         w = quantize(w_in, scheme.weight)
     assert bit_mismatches(w.codes, loaded.layer.weight.codes) == 0, "weight codes differ"
     assert bit_mismatches(w.scale, loaded.layer.weight.scale) == 0, "weight scales differ"
+    if w.global_scale is not None:  # a two-level format's per-tensor level (NVFP4)
+        assert loaded.layer.weight.global_scale is not None, "golden has no weight global scale"
+        assert bit_mismatches(w.global_scale, loaded.layer.weight.global_scale) == 0
     xq = quantize_activation(loaded.x.to(device), scheme, loaded.layer.input_scale)
     key = "x".join(map(str, case.shape))
     if xq is not None:
         assert bit_mismatches(xq.codes, data.tensors[f"{key}.x_codes"]) == 0, "activation codes"
         stored = stored_scale(xq.scale, xq.spec)  # E8M0 codes for MX, float32 otherwise
         assert bit_mismatches(stored, data.tensors[f"{key}.x_scale"]) == 0, "activation scales"
+        if xq.global_scale is not None:
+            want = data.tensors[f"{key}.x_global_scale"]
+            assert bit_mismatches(xq.global_scale, want) == 0, "activation global scale"
 
 
 def _run(

@@ -14,7 +14,7 @@ import torch
 
 from harness.core.compare import bit_mismatches, sqnr_db
 from harness.core.quantize import calibrate_input_scale
-from harness.core.schemes import SCHEMES, get_scheme
+from harness.core.schemes import get_scheme
 from harness.moe.cases import (
     EXPERT_CONFIGS,
     MOE_HIDDEN,
@@ -39,7 +39,7 @@ from harness.moe.checks import (
     routing_checks,
     shape_checks,
 )
-from harness.moe.dispatch import dispatch_problems
+from harness.moe.dispatch import MOE_SCHEMES, dispatch_problems
 from harness.moe.model import (
     MoELayer,
     MoETrace,
@@ -62,7 +62,7 @@ from harness.store.golden import GoldenStore
 def test_moe_dispatch_table_is_consistent() -> None:
     """Every registered scheme has one decision per row; every name is registered; every
     kernel decision is one the kernel's contract accepts."""
-    problems = dispatch_problems(SCHEMES, MOE_KERNELS)
+    problems = dispatch_problems(MOE_SCHEMES, MOE_KERNELS)
     assert not problems, "MoE dispatch table:\n  " + "\n  ".join(problems)
 
 
@@ -75,11 +75,11 @@ def test_moe_path_dispatch_table_is_consistent(path: str) -> None:
     """The same checks for the table and kernels of every registered MoE path that
     dispatches by table: a decision its kernel refuses would only ever show as a skip."""
     moe_path: Any = get_moe_path(path)
-    problems = dispatch_problems(SCHEMES, moe_path.kernels, moe_path.table)
+    problems = dispatch_problems(MOE_SCHEMES, moe_path.kernels, moe_path.table)
     assert not problems, f"MoE path {path!r} dispatch table:\n  " + "\n  ".join(problems)
 
 
-@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+@pytest.mark.parametrize("scheme", sorted(MOE_SCHEMES))
 def test_moe_native_decision_runs_where_probed(scheme: str, qh_platform: PlatformInfo) -> None:
     """A native decision whose kernel the probe finds here must run every suite problem
     (no silent skip), and a kernel this arch is expected to have must be found."""
@@ -100,7 +100,7 @@ def test_moe_native_decision_runs_where_probed(scheme: str, qh_platform: Platfor
 
 
 # -------------------------------------------------------------- checkpoint, routing
-@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+@pytest.mark.parametrize("scheme", sorted(MOE_SCHEMES))
 def test_moe_checkpoint_and_routing_match_golden(
     scheme: str, golden_store: GoldenStore, qh_platform: PlatformInfo
 ) -> None:
@@ -211,6 +211,6 @@ def test_moe(
 def test_moe_cases_cover_every_scheme_and_path() -> None:
     """The grid is what the docs promise: 3 token counts x 2 configs x 2 renormalize."""
     cases = list(moe_cases())
-    assert {c.scheme for c in cases} == set(SCHEMES)
+    assert {c.scheme for c in cases} == set(MOE_SCHEMES)
     per = len(TOKEN_COUNTS) * len(EXPERT_CONFIGS) * len(RENORMALIZE)
-    assert len(cases) == len(SCHEMES) * len({c.path for c in cases}) * per
+    assert len(cases) == len(MOE_SCHEMES) * len({c.path for c in cases}) * per

@@ -190,8 +190,11 @@ def test_quantizer_on_golden_tensors(
         data.tensors[f"{prefix}_codes"],
         scale_from_stored(data.tensors[f"{prefix}_scale"], spec),
         spec,
+        data.tensors.get(f"{prefix}_global_scale"),  # two-level formats (NVFP4) only
     )
-    static = golden.scale if case.role == "activation" and not spec.dynamic else None
+    # a static activation's calibrated part: its scale, or a two-level format's global scale
+    static_part = golden.global_scale if spec.scale_fmt.per_tensor_level else golden.scale
+    static = static_part if case.role == "activation" and not spec.dynamic else None
     actual = _run(case.quantizer, spec, x, static)
     expected = expectation(get_quantizer(case.quantizer), spec, x, golden, static)
 

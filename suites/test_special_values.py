@@ -16,7 +16,7 @@ import torch
 
 from harness.core.checks import CheckResult, failed, first_offender, passed
 from harness.core.formats import decode
-from harness.core.quantize import quantize_activation, stored_scale
+from harness.core.quantize import quantize_activation, scale_from_stored, stored_scale
 from harness.core.schemes import get_scheme
 from harness.linear.paths import get_path
 from harness.linear.special_values import (
@@ -34,7 +34,6 @@ from harness.platform.info import PlatformInfo
 from harness.plugin import RecordChecks, RecordResult, xfail_known
 
 OUT_DTYPE = torch.float32
-E8M0_NAN = 0xFF
 
 
 def _reference_rule(case: SpecialCase, rule: str, inputs: Any) -> CheckResult:
@@ -45,11 +44,12 @@ def _reference_rule(case: SpecialCase, rule: str, inputs: Any) -> CheckResult:
     if xq is None:
         return passed(name)
     spec = xq.spec
-    if spec.scale_format == "e8m0":
+    if spec.scale_fmt.nan_for_nonfinite_block:  # MX 0xFF, NVFP4's E4M3 NaN code
         codes = stored_scale(xq.scale, spec)
         block = codes[SPECIAL_ROW, SPECIAL_COL // spec.block[1]]  # type: ignore[operator]
-        ok = int(block) == E8M0_NAN
-        return passed(name) if ok else failed(name, f"MX scale code {int(block):#x}, want 0xFF")
+        ok = bool(torch.isnan(scale_from_stored(block.reshape(1), spec)).all())
+        what = f"{spec.scale_format} scale code {int(block):#x}, want a NaN code"
+        return passed(name) if ok else failed(name, what)
     code = xq.codes[SPECIAL_ROW, SPECIAL_COL : SPECIAL_COL + 1]
     if rule == ROW_SATURATED:  # +-Inf under a static scale: the code of +-qmax
         sat = quantize_activation(inputs.saturated, scheme, inputs.layer.input_scale)

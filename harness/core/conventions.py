@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from harness.core.formats import get_format
+from harness.core.scale_formats import E8M0, FP32
 from harness.errors import QHarnessError
 
 if TYPE_CHECKING:  # spec.py defines specs; this module only reads them
@@ -46,6 +47,9 @@ class Convention:
     reciprocal: bool = False  # elements * fp32(1 / divisor) instead of elements / divisor
     reciprocal_hook: TensorHook | None = None  # adjusts that reciprocal (given the divisor)
     clamp_max: Callable[[QuantSpec], float] | None = None
+    # two-level scales: (block scales, global scale) -> what elements are multiplied by,
+    # instead of being divided by block * global
+    two_level_multiplier: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
 
 
 CONVENTIONS: dict[str, Convention] = {}
@@ -96,6 +100,14 @@ def apply_scale_conventions(
     return scale
 
 
+def two_level_multiplier(
+    spec: QuantSpec,
+) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None:
+    """The element multiplier a two-level convention in effect uses, or None (divide)."""
+    hooks = [c.two_level_multiplier for c in _active(spec) if c.two_level_multiplier]
+    return hooks[-1] if hooks else None
+
+
 def scale_elements(x: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
     """x / scale in float32 (the reference), or what the spec's conventions do instead."""
     active = _active(spec)
@@ -114,7 +126,7 @@ def scale_elements(x: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> tor
 
 # --------------------------------------------------------------------- the registry
 def _fp32_scales(spec: QuantSpec) -> bool:
-    return spec.scale_format == "fp32"
+    return spec.scale_fmt is FP32
 
 
 def _min_scale_512(amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
@@ -165,11 +177,11 @@ register_convention(
 
 # ------------------------------------------------------------------------ MX scales
 def _e8m0(spec: QuantSpec) -> bool:
-    return spec.scale_format == "e8m0"
+    return spec.scale_fmt is E8M0
 
 
 def _e8m0_from_exponent(spec: QuantSpec) -> bool:
-    return spec.scale_format == "e8m0" and spec.scale_rounding in ("floor", "even", "ceil")
+    return spec.scale_fmt is E8M0 and spec.scale_rounding in ("floor", "even", "ceil")
 
 
 def _inf_amax_as_2pow128(amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
@@ -214,5 +226,60 @@ register_convention(
         "floor/even/ceil, documented there as a workaround for compilers flushing 2^-127)",
         _e8m0_from_exponent,
         divisor=lambda scale: torch.clamp(scale, min=_F32_MIN_NORMAL),
+    )
+)
+
+
+# ------------------------------------------------------------------- NVFP4 scales
+def _e4m3_blocks(spec: QuantSpec) -> bool:
+    return spec.scale_fmt.element == "e4m3fn"  # E4M3 block scales, one or two levels
+
+
+_E4M3_MIN_NORMAL = 2.0**-6
+_E4M3_MAX = 448.0
+
+
+def _min_normal_block_scale(
+    amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec
+) -> torch.Tensor:
+    # clamping the quotient at 2^-6 before the RNE cast equals clamping its rounding after
+    return torch.where(torch.isnan(scale), scale, torch.clamp(scale, min=_E4M3_MIN_NORMAL))
+
+
+register_convention(
+    Convention(
+        "e4m3_block_scale_min_normal",
+        "E4M3 block scales are clamped from below at E4M3's smallest normal 2^-6 before the "
+        "cast, so no block scale is subnormal or zero (torchao NVFP4Tensor.to_nvfp4: "
+        "clamp(min=torch.finfo(float8_e4m3fn).tiny))",
+        _e4m3_blocks,
+        scale=_min_normal_block_scale,
+    )
+)
+
+
+def _inf_block_saturates(amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    return torch.where(torch.isinf(amax), torch.full_like(scale, _E4M3_MAX), scale)
+
+
+register_convention(
+    Convention(
+        "e4m3_inf_block_scale_448",
+        "an E4M3-scaled block whose amax is Inf gets the largest scale 448 (the clamp before "
+        "the cast saturates Inf) instead of the NaN scale; its Inf elements saturate to the "
+        "element max (torchao NVFP4Tensor.to_nvfp4, vLLM nvfp4_emulation_utils)",
+        _e4m3_blocks,
+        scale=_inf_block_saturates,
+    )
+)
+
+register_convention(
+    Convention(
+        "two_level_reciprocal_scale",
+        "elements are multiplied by fp32((1 / global) / block) instead of divided by "
+        "fp32(block * global); the roundings move codes near ties (torchao "
+        "NVFP4Tensor.to_nvfp4, to match its triton kernel)",
+        lambda spec: spec.scale_fmt.per_tensor_level,
+        two_level_multiplier=lambda block, g: (1.0 / g) / block,
     )
 )

@@ -165,7 +165,13 @@ def plant_corners(
         peak = float(tile.abs().max())
         s = _power_of_two_at_least(peak / spec.qmax)
         tile[0, 0] = spec.qmax * s
-        scale = float(compute_scale(tile_amax(tile, spec)[:1, :1], spec).reshape(()))
+        if spec.scale_fmt.per_tensor_level:
+            # Two levels (E4M3 x FP32) give no power-of-two scale, and multiples of the
+            # effective one are no bf16 values: corners are planted in units of s (near
+            # ties, not on them; tests/core/test_nvfp4.py plants NVFP4's exact edges).
+            scale = s
+        else:
+            scale = float(compute_scale(tile_amax(tile, spec)[:1, :1], spec).reshape(()))
     else:
         scale = static_scale
     points = tie_points(spec.format) + subnormal_points(spec.format)

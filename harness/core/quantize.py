@@ -21,87 +21,94 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.core.conventions import scale_elements
+from harness.core.conventions import scale_elements, two_level_multiplier
 from harness.core.fastcodec import (
     E8M0Rule,
     decode_scaled,
     divide_and_encode,
     e8m0_block_encode,
     e8m0_codes_of,
-    e8m0_encode_fast,
     e8m0_rule,
     encode_fast,
     encoder,
 )
 from harness.core.formats import decode, e8m0_decode, encode
 from harness.core.fused import large_cpu_compiled
-from harness.core.scales import E8M0_MODES, compute_scale
+from harness.core.scale_formats import E8M0
+from harness.core.scales import E8M0_MODES, compute_global_scale, compute_scale
 from harness.core.schemes import QuantSpec, Scheme
 
 
 @dataclass
 class QuantizedTensor:
-    """Codes (uint8, one per element, shape [R, K]) and tile scales (float32)."""
+    """Codes (uint8, one per element, shape [R, K]) and tile scales (float32).
+
+    A two-level scale format (`ScaleFormat.per_tensor_level`, NVFP4) also has
+    ``global_scale``, a float32 [1, 1] per-tensor scale; ``scale`` then holds the block
+    scales (values of the block format, E4M3) and an element stands for
+    code * (scale * global_scale). One-level formats leave it None.
+    """
 
     codes: torch.Tensor
     scale: torch.Tensor
     spec: QuantSpec
+    global_scale: torch.Tensor | None = None
+
+    def effective_scale(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """The tile grid each code is multiplied by: ``scale``, times ``global_scale`` for a
+        two-level format (one float32 rounding; in float64 the product is exact)."""
+        if self.global_scale is None:
+            return self.scale.to(dtype)
+        wide = torch.float64 if dtype == torch.float64 else torch.float32
+        return (self.scale.to(wide) * self.global_scale.to(wide)).to(dtype)
 
     def dequantize(
         self, dtype: torch.dtype = torch.float32, *, reference: bool = False
     ) -> torch.Tensor:
         """The values the codes and scales stand for, as code * scale in ``dtype``.
 
-        float64 is exact (at most 4 + 24 significant bits); float32 rounds once where a
-        float32 scale times a code needs more than 24 bits (power-of-two scales are exact).
-        References and error bounds use float64; the emulated path uses float32, as kernels do.
+        float64 is exact (at most 4 + 24 significant bits; two-level: 2 + 4 + 24 bits);
+        float32 rounds once where a float32 scale times a code needs more than 24 bits
+        (power-of-two scales are exact). References and error bounds use float64; the
+        emulated path uses float32, as kernels do.
         """
+        scale = self.effective_scale(dtype)
         if reference:
             codes = decode(self.codes, self.spec.format).to(dtype)
-            return codes * expand_scale(self.scale.to(dtype), self.spec, self.codes.shape)
+            return codes * expand_scale(scale, self.spec, self.codes.shape)
         fmt = self.spec.format
         return _apply_to_tiles(
             self.codes,
-            self.scale.to(dtype),
+            scale,
             self.spec,
             lambda codes, scale: decode_scaled(codes, fmt, scale, dtype),
         )
 
     def to(self, device: torch.device | str) -> QuantizedTensor:
-        return QuantizedTensor(self.codes.to(device), self.scale.to(device), self.spec)
-
-
-def _fp32_scale(scale: torch.Tensor) -> torch.Tensor:
-    if scale.dtype != torch.float32:
-        raise TypeError(f"fp32 scales must be stored as float32, got {scale.dtype}")
-    return scale
-
-
-# scale format -> (float32 scale -> stored tensor, stored tensor -> float32 scale). Both
-# directions are exact; a scale the format cannot hold raises instead of rounding.
-SCALE_STORAGE: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], ...]] = {
-    "fp32": (_fp32_scale, _fp32_scale),
-    "e8m0": (e8m0_encode_fast, e8m0_decode),  # the reference's codes and errors, faster
-}
-
-
-def _storage(spec: QuantSpec) -> tuple[Callable[[torch.Tensor], torch.Tensor], ...]:
-    try:
-        return SCALE_STORAGE[spec.scale_format]
-    except KeyError:
-        raise KeyError(
-            f"no storage for scale format {spec.scale_format!r}; known: {sorted(SCALE_STORAGE)}"
-        ) from None
+        g = None if self.global_scale is None else self.global_scale.to(device)
+        return QuantizedTensor(self.codes.to(device), self.scale.to(device), self.spec, g)
 
 
 def stored_scale(scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
-    """Scales as a checkpoint stores them: float32, or uint8 E8M0 codes for MX."""
-    return _storage(spec)[0](scale.float())
+    """Scales as a checkpoint stores them, in the spec's scale format (float32; uint8 E8M0
+    codes for MX; uint8 E4M3 codes for NVFP4's block level): lossless, or it raises."""
+    return spec.scale_fmt.store(scale.float())
 
 
 def scale_from_stored(stored: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
     """Inverse of `stored_scale`: float32 scales, bit for bit."""
-    return _storage(spec)[1](stored)
+    return spec.scale_fmt.load(stored)
+
+
+def stored_static_scale(scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """A calibrated (static) activation scale as stored: `stored_scale`, except that for a
+    two-level format the static part is the float32 per-tensor level, stored as it is."""
+    return scale.float() if spec.scale_fmt.per_tensor_level else stored_scale(scale, spec)
+
+
+def static_scale_from_stored(stored: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """Inverse of `stored_static_scale`, bit for bit."""
+    return stored.float() if spec.scale_fmt.per_tensor_level else scale_from_stored(stored, spec)
 
 
 def tile_shape(spec: QuantSpec, shape: torch.Size | tuple[int, ...]) -> tuple[int, int]:
@@ -173,7 +180,7 @@ def _exact_tiles(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor | None:
 def _scale_fast(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
     """`compute_scale(tile_amax(x))`, fused for large CPU tensors where the tiles fit."""
     tiles = _exact_tiles(x, spec)
-    e8m0 = spec.scale_format == "e8m0" and spec.scale_rounding in E8M0_MODES
+    e8m0 = spec.scale_fmt is E8M0 and spec.scale_rounding in E8M0_MODES
     if tiles is None:
         amax = tile_amax(x, spec)
     elif e8m0:
@@ -210,7 +217,7 @@ def _quantize_mx_one_pass(x: torch.Tensor, spec: QuantSpec) -> QuantizedTensor |
     tiles = _exact_tiles(x, spec)
     if tiles is None or tiles.shape[1] != 1:
         return None
-    if spec.scale_format != "e8m0" or spec.scale_rounding not in E8M0_MODES:
+    if spec.scale_fmt is not E8M0 or spec.scale_rounding not in E8M0_MODES:
         return None
     rule = e8m0_rule(spec.scale_rounding, spec.format)
     enc = encoder(spec.format, spec.clamp_max)
@@ -235,6 +242,10 @@ def quantize(
 ) -> QuantizedTensor:
     """Quantize a 2-D tensor; ``scale`` (tile grid) is given for static scales, else computed.
 
+    For a two-level scale format the static part is the per-tensor level: ``scale`` is
+    then the [1, 1] global scale (a calibrated activation's), and the block scales are
+    always computed from the blocks under it (`_quantize_two_level`).
+
     The division ``x / scale`` is done in float32 (IEEE, correctly rounded, so it is the same
     on every platform), then the element codec rounds to nearest-even and saturates. A spec
     with engine conventions (harness.core.conventions) scales the elements their way; such
@@ -242,11 +253,13 @@ def quantize(
     ``reference=True`` uses the reference codecs; the default fast ones give the same bits.
     """
     x32 = x.float()
+    if spec.scale_fmt.per_tensor_level:
+        return _quantize_two_level(x32, spec, scale, reference)
     if reference or spec.conventions:
         if scale is None:
             scale = compute_scale(tile_amax(x32, spec), spec)
         scale = scale.float().to(x.device)
-        scaled = scale_elements(x32, expand_scale(scale, spec, x.shape), spec)
+        scaled = scale_elements(x32, expand_scale(_divisor(scale, spec), spec, x.shape), spec)
         codec = encode if reference else encode_fast
         return QuantizedTensor(codec(scaled, spec.format, spec.clamp_max), scale, spec)
     if scale is None:
@@ -256,8 +269,49 @@ def quantize(
         scale = _scale_fast(x32, spec)
     scale = scale.float().to(x.device)
     enc = encoder(spec.format, spec.clamp_max)
-    codes = _apply_to_tiles(x32, scale, spec, lambda t, s: divide_and_encode(t, s, enc))
+    divisor = _divisor(scale, spec)
+    codes = _apply_to_tiles(x32, divisor, spec, lambda t, s: divide_and_encode(t, s, enc))
     return QuantizedTensor(codes, scale, spec)
+
+
+def _divisor(scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """What elements are divided by: the scale, except that a minifloat block scale which
+    rounded to zero (E4M3 can; fp32 and E8M0 scales never do) divides as Inf, so the
+    block's elements encode to +-0 by their signs instead of saturating."""
+    if spec.scale_fmt.element is None:
+        return scale
+    return torch.where(scale == 0, torch.full_like(scale, torch.inf), scale)
+
+
+def _quantize_two_level(
+    x32: torch.Tensor, spec: QuantSpec, global_scale: torch.Tensor | None, reference: bool
+) -> QuantizedTensor:
+    """NVFP4's quantize (docs/SCHEMES.md#nvfp4): the global scale from the tensor's amax
+    unless given, E4M3 block scales of (block amax / qmax) / global, then the elements
+    x / (block scale * global) rounded to nearest even. A block whose scale is zero (its
+    amax underflows E4M3) has only +-0 codes: dividing by Inf gives them, keeping signs.
+    Engine conventions (harness.core.conventions) adjust the block scales or multiply the
+    elements by their own factor instead of dividing."""
+    tiles = None if reference else _exact_tiles(x32, spec)
+    amax = tile_amax(x32, spec) if tiles is None else _abs_amax_of_tiles(tiles)
+    if tiles is not None and bool(amax.isnan().any()):
+        amax = tiles.abs().amax(dim=(1, 3))  # the eager NaN, as `_scale_fast` keeps it
+    if global_scale is None:
+        global_scale = compute_global_scale(amax.max(), spec)  # NaN propagates
+    g = global_scale.float().reshape(1, 1).to(x32.device)
+    block = compute_scale(amax, spec, g)  # applies the spec's scale conventions
+    multiplier = two_level_multiplier(spec)
+    if multiplier is not None:  # an engine convention: x * m instead of x / (block * g)
+        scaled = x32 * expand_scale(multiplier(block, g), spec, x32.shape)
+        codec = encode if reference else encode_fast
+        return QuantizedTensor(codec(scaled, spec.format, spec.clamp_max), block, spec, g)
+    divisor = _divisor(block * g, spec)
+    if reference:
+        codes = encode(x32 / expand_scale(divisor, spec, x32.shape), spec.format, spec.clamp_max)
+    else:
+        enc = encoder(spec.format, spec.clamp_max)
+        codes = _apply_to_tiles(x32, divisor, spec, lambda t, s: divide_and_encode(t, s, enc))
+    return QuantizedTensor(codes, block, spec, g)
 
 
 @dataclass
@@ -279,7 +333,10 @@ class QuantizedLinear:
 
 
 def calibrate_input_scale(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
-    """Static activation scale from calibration data: one scale for the whole batch."""
+    """Static activation scale from calibration data: one scale for the whole batch (for a
+    two-level scale format, its per-tensor level; the block scales stay per call)."""
+    if spec.scale_fmt.per_tensor_level:
+        return compute_global_scale(tile_amax(x.float(), spec).max(), spec)
     if spec.granularity != "per_tensor":
         raise ValueError(f"static activation scales must be per-tensor, not {spec.granularity}")
     return compute_scale(tile_amax(x.float(), spec), spec)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import torch
 
 from harness.core.conventions import apply_scale_conventions
+from harness.core.fastcodec import decode_fast, encode_fast
 from harness.core.formats import (
     E8M0_BIAS,
     E8M0_MAX_CODE,
@@ -36,45 +37,70 @@ from harness.core.formats import (
     e8m0_decode,
     get_format,
 )
+from harness.core.scale_formats import (
+    E4M3,
+    E4M3_SCALE_ELEMENT,
+    E4M3_X_FP32,
+    E8M0,
+    FP32,
+    ScaleFormat,
+)
 from harness.core.spec import QuantSpec
 
 ScaleRule = Callable[[torch.Tensor, QuantSpec], torch.Tensor]
 SCALE_RULES: dict[str, ScaleRule] = {}
-SCALE_RULE_FORMATS: dict[str, str] = {}  # rule name -> the scale format its scales fit
+# rule name -> the scale formats its scales fit (a two-level format's block level included)
+SCALE_RULE_FORMATS: dict[str, frozenset[ScaleFormat]] = {}
 
 
-def scale_rule(name: str, scale_format: str = "fp32") -> Callable[[ScaleRule], ScaleRule]:
+def scale_rule(name: str, *scale_formats: ScaleFormat) -> Callable[[ScaleRule], ScaleRule]:
     def register(fn: ScaleRule) -> ScaleRule:
         if name in SCALE_RULES:
             raise ValueError(f"scale rule {name!r} registered twice")
         SCALE_RULES[name] = fn
-        SCALE_RULE_FORMATS[name] = scale_format
+        SCALE_RULE_FORMATS[name] = frozenset(scale_formats or (FP32,))
         return fn
 
     return register
 
 
-def compute_scale(amax: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
-    """Scale per tile (float32) for tiles whose absolute maxima are ``amax``."""
+def compute_scale(
+    amax: torch.Tensor, spec: QuantSpec, global_scale: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Scale per tile (float32) for tiles whose absolute maxima are ``amax``.
+
+    A two-level scale format (``per_tensor_level``) needs the tensor's ``global_scale``
+    (`compute_global_scale`): its block scales are ``(amax / qmax) / global_scale`` rounded
+    to the block format; one-level formats take none.
+    """
     try:
         rule = SCALE_RULES[spec.scale_rounding]
     except KeyError:
         raise KeyError(
             f"unknown scale rounding {spec.scale_rounding!r}; known: {sorted(SCALE_RULES)}"
         ) from None
-    produces = SCALE_RULE_FORMATS[spec.scale_rounding]
-    if produces != spec.scale_format:
+    fits = SCALE_RULE_FORMATS[spec.scale_rounding]
+    if spec.scale_fmt not in fits:
         raise ValueError(
-            f"scale rounding {spec.scale_rounding!r} produces {produces} scales, but the spec "
-            f"asks for {spec.scale_format}; pick a rule of that format"
+            f"scale rounding {spec.scale_rounding!r} produces "
+            f"{'/'.join(sorted(f.name for f in fits))} scales, but the spec asks for "
+            f"{spec.scale_format}; pick a rule of that format"
         )
-    scale = rule(amax.float(), spec)
+    if spec.scale_fmt.per_tensor_level != (global_scale is not None):
+        raise ValueError(
+            f"{spec.scale_format} scales take a per-tensor global scale exactly when the "
+            "format has a per-tensor level"
+        )
+    if global_scale is not None:
+        scale = _over_global(amax.float(), spec, global_scale)
+    else:
+        scale = rule(amax.float(), spec)
     if spec.conventions:
         scale = apply_scale_conventions(amax.float(), scale, spec)
     return scale
 
 
-@scale_rule("exact", scale_format="fp32")
+@scale_rule("exact", FP32)
 def _exact(amax: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
     """amax / qmax in float32, so the tile's largest value maps onto the format's bound.
 
@@ -159,7 +185,51 @@ E8M0_MODES: dict[str, ExponentRule] = {
     "ceil": _ceil,
 }
 for _mode, _exponent in E8M0_MODES.items():
-    scale_rule(_mode, scale_format="e8m0")(_e8m0_rule(_exponent))
+    scale_rule(_mode, E8M0)(_e8m0_rule(_exponent))
+
+
+# ------------------------------------------------------------------------------ E4M3
+# FP8 E4M3 block scales (NVFP4): amax / qmax rounded to nearest even on E4M3's grid,
+# saturating at 448 (the fast codec is the exhaustively checked one; its subnormals, down
+# to 2^-9, are scales like any other). A tile holding NaN or Inf gets the NaN scale, as
+# the E8M0 modes give it (`ScaleFormat.nan_for_nonfinite_block`); a scale that rounds to
+# zero (amax / qmax below 2^-10 of the level above) is zero, and its elements encode to
+# +-0 (`harness.core.quantize`). For the two-level form the value rounded is
+# ``(amax / qmax) / global_scale`` (`_over_global`); a nonfinite amax stays nonfinite.
+E4M3_MAX = 448.0  # the largest E4M3 value, the saturation bound of a block scale
+
+
+def e4m3_round(values: torch.Tensor, amax: torch.Tensor) -> torch.Tensor:
+    """float32 ``values`` rounded to E4M3 (RNE, saturating at 448: a quotient that
+    overflowed to Inf saturates too), as float32; NaN where ``amax``, the tile's absolute
+    maximum, is NaN or Inf (a nonfinite block's scale)."""
+    codes = encode_fast(values.float().contiguous(), E4M3_SCALE_ELEMENT)
+    rounded = decode_fast(codes, E4M3_SCALE_ELEMENT)
+    return torch.where(torch.isfinite(amax), rounded, torch.full_like(rounded, torch.nan))
+
+
+@scale_rule("e4m3_rne", E4M3, E4M3_X_FP32)
+def _e4m3_rne(amax: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """amax / qmax, rounded to E4M3 (one level; the two-level form divides by the global
+    scale before rounding, `_over_global`)."""
+    return e4m3_round(amax / spec.qmax, amax)
+
+
+def _over_global(amax: torch.Tensor, spec: QuantSpec, global_scale: torch.Tensor) -> torch.Tensor:
+    """The two-level block scale: ``(amax / qmax) / global_scale`` in float32, rounded to
+    the block format (the reference definition, docs/SCHEMES.md#nvfp4)."""
+    return e4m3_round((amax / spec.qmax) / global_scale.float(), amax)
+
+
+def compute_global_scale(amax: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """The per-tensor level of a two-level scale from the tensor's absolute maximum:
+    ``amax / (qmax * 448)`` in float32, so the largest block scale lands on E4M3's 448. A
+    zero tensor (or an amax so small the quotient underflows to zero) gets 1: its block
+    scales then round to zero or E4M3 subnormals, never divide by zero. NaN or Inf amax
+    propagates."""
+    amax = amax.float().reshape(1, 1)
+    scale = amax / (spec.qmax * E4M3_MAX)
+    return torch.where(scale == 0, torch.ones_like(scale), scale)
 
 
 # ------------------------------------------------------------------- saturation loss
@@ -172,6 +242,10 @@ _LARGEST_RATIO: dict[str, Callable[[ElementFormat], float]] = {
     "even": lambda fmt: 2.0 - 2.0 ** -(fmt.mant_bits + 1),
     "rceil": lambda fmt: fmt.max_finite / 2.0**fmt.emax,
     "ceil": lambda fmt: 1.0,
+    # E4M3 rounds amax / qmax to nearest even with 3 mantissa bits, down by at most 2^-4
+    # relative: amax / scale stays below qmax * (1 + 2^-4) (float32's own rounding of the
+    # quotient is far inside that margin).
+    "e4m3_rne": lambda fmt: fmt.max_finite * (1 + 2.0**-4) / 2.0**fmt.emax,
 }
 
 

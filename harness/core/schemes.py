@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core.formats import get_format
+from harness.core.scale_formats import E4M3_X_FP32, E8M0
 from harness.core.scales import saturation_loss
 from harness.core.spec import ELEMENT_ROUNDING as ELEMENT_ROUNDING  # re-exported
-from harness.core.spec import FP8_BLOCK, MX_BLOCK
+from harness.core.spec import FP8_BLOCK, MX_BLOCK, NVFP4_BLOCK
 from harness.core.spec import WHOLE as WHOLE  # re-exported
 from harness.core.spec import QuantSpec as QuantSpec  # re-exported
 from harness.errors import QHarnessError
@@ -27,7 +28,7 @@ class Scheme:
     """A named weight/activation quantization recipe, as checkpoints name them."""
 
     name: str
-    family: str  # "fp8" or "mx"
+    family: str  # "fp8", "mx" or "nvfp4"
     weight: QuantSpec
     activation: QuantSpec | None  # None: activations stay in high precision
     sqnr_floor_db: float  # minimum SQNR of the layer output vs the unquantized product
@@ -94,6 +95,7 @@ def get_scheme(name: str) -> Scheme:
 #   e2m1 alone: 1/4 -> 12.0 dB;   e2m1 x e2m1 (any mode): 1/4 + 1/4 -> c 0.563 ->  4.9 dB
 #   e2m1 x e3m2, e2m1 x MX-e4m3 floor: 1/4 + 1/8                   -> c 0.406 ->  7.8 dB
 #   e2m1 x e2m3: 1/4 + 1/16                                        -> c 0.328 ->  9.6 dB
+#   NVFP4 (e2m1, E4M3 block scales: saturation 1/17 < 1/4): as e2m1 -> 12.0 dB, 4.9 dB
 
 
 def element_error_bound(spec: QuantSpec) -> float:
@@ -199,7 +201,7 @@ def mx_spec(fmt: str, scale_mode: str, dynamic: bool = False) -> QuantSpec:
     return QuantSpec(
         fmt,
         block=(1, MX_BLOCK),
-        scale_format="e8m0",
+        scale_format=E8M0.name,
         scale_rounding=scale_mode,
         dynamic=dynamic,
     )
@@ -227,3 +229,42 @@ for _base in MX_SCHEMES:
     _register_mx(_base, MX_DEFAULT_SCALE_MODE, _base)
     for _mode in MX_SCALE_MODE_VARIANTS.get(_base, ()):
         _register_mx(_base, _mode, f"{_base}@{_mode}")
+
+
+# ------------------------------------------------------------------------------- NVFP4
+# E2M1 elements in 1x16 blocks along K, an FP8 E4M3 scale per block times one FP32 scale
+# per tensor (docs/SCHEMES.md#nvfp4). The weight's global scale comes from its amax; the
+# activation's is static (calibrated, as NVFP4 checkpoints store `input_global_scale`)
+# while its block scales are computed per call under it.
+NVFP4_SCALE_RULE = "e4m3_rne"
+
+
+def nvfp4_spec(dynamic: bool = False) -> QuantSpec:
+    return QuantSpec(
+        "e2m1",
+        block=(1, NVFP4_BLOCK),
+        scale_format=E4M3_X_FP32.name,
+        scale_rounding=NVFP4_SCALE_RULE,
+        dynamic=dynamic,
+    )
+
+
+NVFP4_SCHEMES: dict[str, tuple[QuantSpec, QuantSpec | None, str]] = {
+    "w_nvfp4": (nvfp4_spec(), None, "unquantized activations"),
+    "w_nvfp4_a_nvfp4": (
+        nvfp4_spec(),
+        nvfp4_spec(),
+        "NVFP4 activations (static per-tensor FP32 scale, per-call E4M3 block scales)",
+    ),
+}
+for _name, (_weight, _activation, _act) in NVFP4_SCHEMES.items():
+    register_scheme(
+        Scheme(
+            name=_name,
+            family="nvfp4",
+            weight=_weight,
+            activation=_activation,
+            sqnr_floor_db=sqnr_floor_db(_weight, _activation),
+            description=f"NVFP4 e2m1 weights in 1x16 blocks (E4M3 x FP32 scales), {_act}",
+        )
+    )

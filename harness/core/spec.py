@@ -11,11 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core.formats import get_format
+from harness.core.scale_formats import FP32, ScaleFormat, get_scale_format
 
 WHOLE = None  # a block dimension of WHOLE spans the whole tensor dimension
 # Every element codec rounds to nearest, ties to even, and saturates (harness.core.formats).
 ELEMENT_ROUNDING = "rne"
 MX_BLOCK = 32  # OCP MX: one E8M0 scale per 32 consecutive elements along K
+NVFP4_BLOCK = 16  # NVFP4: one E4M3 scale per 16 consecutive elements along K
 FP8_BLOCK = 128  # DeepSeek-style block scaling: 128x128 weight tiles, 1x128 activation groups
 
 
@@ -38,7 +40,7 @@ class QuantSpec:
 
     format: str  # element format name, see harness.core.formats.FORMATS
     block: Block = (WHOLE, WHOLE)  # rows x cols sharing one scale
-    scale_format: str = "fp32"  # "fp32" or "e8m0"
+    scale_format: str = FP32.name  # a key of harness.core.scale_formats.SCALE_FORMATS
     scale_rounding: str = "exact"  # "exact" (fp32 amax/max) or an E8M0 mode (core.scales)
     dynamic: bool = False  # activations: scale computed per call (True) or calibrated (False)
     clamp_max: float | None = None  # saturation bound below the format max (e.g. 224 for fnuz)
@@ -47,6 +49,12 @@ class QuantSpec:
 
     def __post_init__(self) -> None:
         get_format(self.format)  # fail fast on a typo
+        get_scale_format(self.scale_format)
+
+    @property
+    def scale_fmt(self) -> ScaleFormat:
+        """The scale format's row in the table (what its scales are and how they are stored)."""
+        return get_scale_format(self.scale_format)
 
     @property
     def granularity(self) -> str:

@@ -26,7 +26,9 @@ from harness.core.quantize import (
     quantize_activation,
     quantize_linear,
     scale_from_stored,
+    static_scale_from_stored,
     stored_scale,
+    stored_static_scale,
 )
 from harness.core.schemes import SCHEMES, get_scheme
 from harness.linear.paths import linear_paths
@@ -208,12 +210,18 @@ def build_linear_golden(scheme_name: str) -> GoldenData:
         data.exact[f"{key}.w_sha256"] = bf16_digest(inputs["w"])
         data.exact[f"{key}.w_codes"] = layer.weight.codes
         data.exact[f"{key}.w_scale"] = stored_scale(layer.weight.scale, scheme.weight)
+        if layer.weight.global_scale is not None:  # a two-level format's per-tensor level
+            data.exact[f"{key}.w_global_scale"] = layer.weight.global_scale
         if layer.input_scale is not None and scheme.activation is not None:
-            data.exact[f"{key}.input_scale"] = stored_scale(layer.input_scale, scheme.activation)
+            data.exact[f"{key}.input_scale"] = stored_static_scale(
+                layer.input_scale, scheme.activation
+            )
         a = inputs["x"].double()
         if xq is not None:
             data.exact[f"{key}.x_codes"] = xq.codes
             data.exact[f"{key}.x_scale"] = stored_scale(xq.scale, xq.spec)
+            if xq.global_scale is not None:
+                data.exact[f"{key}.x_global_scale"] = xq.global_scale
             a = xq.dequantize(torch.float64)
         # Reference without bias: float64 product of the exact dequantized operands.
         y = a @ layer.weight.dequantize(torch.float64).t()
@@ -253,10 +261,12 @@ def load_linear_case(
     key = shape_id(shape)
     t = data.tensors
     w_scale = scale_from_stored(t[f"{key}.w_scale"], scheme.weight)
-    weight = QuantizedTensor(t[f"{key}.w_codes"], w_scale, scheme.weight)
+    weight = QuantizedTensor(
+        t[f"{key}.w_codes"], w_scale, scheme.weight, t.get(f"{key}.w_global_scale")
+    )
     input_scale = None
     if f"{key}.input_scale" in t and scheme.activation is not None:
-        input_scale = scale_from_stored(t[f"{key}.input_scale"], scheme.activation)
+        input_scale = static_scale_from_stored(t[f"{key}.input_scale"], scheme.activation)
     layer = QuantizedLinear(scheme, weight, input_scale, t[f"{key}.bias"].float() if bias else None)
     w, x = golden_inputs(data, scheme_name, shape)
     x = activation_view(x.float(), ACTIVATION_LAYOUTS[shape])

@@ -7,7 +7,9 @@ follows from the scheme's activation spec, by rule (`expected_special_row`), as 
 reference defines it:
 
 - MX (E8M0 scales): a block holding NaN or Inf gets the NaN scale, code 0xFF (OCP MX spec),
-  so every element of the block, and every output of that row, is NaN.
+  so every element of the block, and every output of that row, is NaN. NVFP4's E4M3 block
+  scales follow the same rule (`ScaleFormat.nan_for_nonfinite_block`; its static per-tensor
+  level, calibrated on clean data, keeps the other rows as they were).
 - FP32 dynamic scales (per token, 1x128 groups): the tile's amax is NaN or Inf, so is its
   scale, and every output of that row is NaN.
 - FP32 static per-tensor scale: NaN encodes as the format's NaN code and propagates (the
@@ -88,7 +90,7 @@ def expected_special_row(scheme: Scheme, kind: str) -> str:
     act = scheme.activation
     if act is None:
         return ROW_NAN if kind == "nan" else ROW_SIGNED_INF
-    if act.scale_format == "e8m0" or act.dynamic:
+    if act.scale_fmt.nan_for_nonfinite_block or act.dynamic:
         return ROW_NAN
     return ROW_NAN if kind == "nan" else ROW_SATURATED
 

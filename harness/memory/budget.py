@@ -30,6 +30,7 @@ import torch
 
 from harness.core.formats import get_format
 from harness.core.quantize import QuantizedLinear, scale_grid, tile_shape
+from harness.core.scale_formats import ScaleFormat
 from harness.core.schemes import QuantSpec, Scheme
 from harness.linear.paths import get_path
 from harness.paths.base import LinearPath, LinearProblem, is_reference
@@ -65,7 +66,7 @@ class StorageLayout:
     name: str
     description: str
     code_bits: Callable[[int], int]  # bits of the element format -> bits one code occupies
-    scale_bytes: dict[str, int]  # scale format -> bytes one scale occupies
+    scale_bytes: Callable[[ScaleFormat], int]  # bytes one block scale occupies
     packed_per_row: bool  # codes packed within each row along K (a row starts on a byte)
 
 
@@ -95,21 +96,22 @@ HELD = StorageLayout(
     "held",
     "as a loaded QuantizedLinear holds it: uint8 code per element, float32 scale values",
     _one_byte,
-    {"fp32": _FP32, "e8m0": _FP32},
+    lambda fmt: _FP32,  # scale values as float32, whatever their format
     packed_per_row=True,
 )
 PACKED = StorageLayout(
     "packed",
-    "as kernels consume it: FP4 two per byte along K, FP6/FP8 one per byte, E8M0 one byte",
+    "as kernels consume it: FP4 two per byte along K, FP6/FP8 one per byte, E8M0 and E4M3 "
+    "scales one byte",
     _kernel_code_bits,
-    {"fp32": _FP32, "e8m0": 1},
+    lambda fmt: fmt.stored_bytes,
     packed_per_row=True,
 )
 IDEAL = StorageLayout(
     "ideal",
     "information content: element bits exactly (FP6 = 6 bits), scales as packed",
     _exact_bits,
-    {"fp32": _FP32, "e8m0": 1},
+    lambda fmt: fmt.stored_bytes,
     packed_per_row=False,
 )
 LAYOUTS: dict[str, StorageLayout] = {layout.name: layout for layout in (HELD, PACKED, IDEAL)}
@@ -135,15 +137,11 @@ def tensor_bytes(
         codes = rows * math.ceil(k * bits / 8)
     else:
         codes = math.ceil(rows * k * bits / 8)
-    try:
-        per_scale = layout.scale_bytes[spec.scale_format]
-    except KeyError:
-        raise KeyError(
-            f"layout {layout.name!r} has no size for scale format {spec.scale_format!r}; "
-            f"known: {sorted(layout.scale_bytes)}"
-        ) from None
+    per_scale = layout.scale_bytes(spec.scale_fmt)
     grid_rows, grid_cols = scale_grid(spec, (rows, k))
-    return TensorBytes(codes, grid_rows * grid_cols * per_scale)
+    # a two-level format's per-tensor level is one float32 more
+    global_bytes = spec.scale_fmt.global_scale_bytes
+    return TensorBytes(codes, grid_rows * grid_cols * per_scale + global_bytes)
 
 
 def layer_bytes(
@@ -178,9 +176,15 @@ def held_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
 def held_layer_bytes(layer: QuantizedLinear) -> dict[str, int]:
     """Measured counterpart of `layer_bytes`: the storages the layer really holds."""
     return {
-        "weight": held_bytes([layer.weight.codes, layer.weight.scale]),
+        "weight": held_bytes([layer.weight.codes, layer.weight.scale, layer.weight.global_scale]),
         "layer": held_bytes(
-            [layer.weight.codes, layer.weight.scale, layer.input_scale, layer.bias]
+            [
+                layer.weight.codes,
+                layer.weight.scale,
+                layer.weight.global_scale,
+                layer.input_scale,
+                layer.bias,
+            ]
         ),
     }
 

@@ -26,7 +26,8 @@ import torch
 
 from harness.core.inputs import generator, scaled_normal
 from harness.core.quantize import QuantizedTensor
-from harness.core.schemes import SCHEMES, get_scheme
+from harness.core.schemes import get_scheme
+from harness.moe.dispatch import MOE_SCHEMES
 from harness.moe.model import (
     MoELayer,
     QuantizedExperts,
@@ -105,7 +106,7 @@ class MoECase:
 
 
 def moe_cases() -> Iterator[MoECase]:
-    for scheme in sorted(SCHEMES):
+    for scheme in sorted(MOE_SCHEMES):
         for path in moe_paths():
             for tokens in TOKEN_COUNTS:
                 for experts, top_k in EXPERT_CONFIGS:
@@ -239,7 +240,7 @@ def build_moe_golden(scheme_name: str) -> GoldenData:
     return data
 
 
-register_each(build_moe_golden, ((golden_entry(n), (n,)) for n in sorted(SCHEMES)))
+register_each(build_moe_golden, ((golden_entry(n), (n,)) for n in sorted(MOE_SCHEMES)))
 
 
 # ------------------------------------------------------------ loading from a golden

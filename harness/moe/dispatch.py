@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from harness.core.schemes import Scheme
+from harness.core.schemes import SCHEMES, Scheme
 from harness.paths import dispatch as _dispatch
 from harness.paths.base import KernelContract as KernelContract  # re-exported
 from harness.paths.dispatch import EMULATE as EMULATE  # re-exported
@@ -66,6 +66,14 @@ MOE_MX: frozenset[str] = frozenset(
 MOE_ALL_INTENDED: frozenset[str] = (
     MOE_FP8_ROWWISE_FN | MOE_FP8_ROWWISE_FNUZ | MOE_FP8_BLOCK | MOE_MX
 )
+
+
+# Schemes the MoE block quantizes its experts with: those whose scales are one level. A
+# two-level scale (NVFP4's E4M3 x FP32) needs a per-expert global scale the expert stacks
+# (`harness.moe.model.QuantizedExperts`) do not hold yet; those schemes run the linear suites.
+MOE_SCHEMES: dict[str, Scheme] = {
+    name: s for name, s in SCHEMES.items() if not s.weight.scale_fmt.per_tensor_level
+}
 
 
 # --------------------------------------------------------------------------- the table

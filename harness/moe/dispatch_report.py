@@ -9,8 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.core.schemes import SCHEMES
-from harness.moe.dispatch import EMULATE, decision, dispatch_problems, table_json
+from harness.moe.dispatch import (
+    EMULATE,
+    MOE_SCHEMES,
+    decision,
+    dispatch_problems,
+    table_json,
+)
 from harness.moe.paths import MoEProblem
 from harness.moe.paths.kernels import MOE_KERNELS
 from harness.moe.paths.native import NativeMoEPath
@@ -27,9 +32,9 @@ def moe_dispatch_report(platform: PlatformInfo) -> dict[str, Any]:
     key = platform_key(platform)
     native = NativeMoEPath()
     schemes: dict[str, Any] = {}
-    for name in sorted(SCHEMES):
+    for name in sorted(MOE_SCHEMES):
         dec = decision(key, name)
-        support = native.supports(SCHEMES[name], REPRESENTATIVE_MOE_PROBLEM, platform)
+        support = native.supports(MOE_SCHEMES[name], REPRESENTATIVE_MOE_PROBLEM, platform)
         schemes[name] = {
             "decision": dec,
             "native_runs_here": support.ok,
@@ -39,6 +44,6 @@ def moe_dispatch_report(platform: PlatformInfo) -> dict[str, Any]:
         "platform_key": key,
         "schemes": schemes,
         "table": table_json(),
-        "problems": dispatch_problems(SCHEMES, MOE_KERNELS),
+        "problems": dispatch_problems(MOE_SCHEMES, MOE_KERNELS),
         "emulate_decision": EMULATE,
     }

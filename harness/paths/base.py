@@ -184,7 +184,7 @@ class OperandContract:
     """What a kernel takes on its two operands, read from QuantSpec fields (never names)."""
 
     formats: frozenset[str]  # element formats it multiplies
-    scale_format: str  # "fp32" or "e8m0"
+    scale_format: str  # a harness.core.scale_formats.SCALE_FORMATS key
     weight_blocks: frozenset[Block]  # tile shapes of weight scales it takes
     activation_blocks: frozenset[Block]  # tile shapes of activation scales it takes
 

@@ -66,7 +66,16 @@ def code_and_scale_mismatches(
     pr, pc = rows * br - code_wrong.shape[0], cols * bc - code_wrong.shape[1]
     padded = torch.nn.functional.pad(code_wrong, (0, pc, 0, pr))
     tile_codes_wrong = padded.reshape(rows, br, cols, bc).any(dim=3).any(dim=1)
-    if spec.scale_format == "e8m0":
+    if expected.global_scale is not None:  # a two-level format: the per-tensor level too
+        g_a = None if actual.global_scale is None else actual.global_scale.float().cpu()
+        g_e = expected.global_scale.float().cpu()
+        same = g_a is not None and bool(
+            (g_a.view(torch.int32) == g_e.view(torch.int32)).all()
+            or (torch.isnan(g_a).all() and torch.isnan(g_e).all())
+        )
+        if not same:  # every block is scaled by it, so every block's scale is wrong
+            scale_wrong = torch.ones_like(scale_wrong)
+    if spec.scale_fmt.nan_for_nonfinite_block:
         both_nan = torch.isnan(a_scale) & torch.isnan(e_scale)
         tile_codes_wrong = tile_codes_wrong & ~both_nan
     return tile_codes_wrong, scale_wrong

@@ -100,9 +100,10 @@ def test_scale_bytes_follow_the_scale_format() -> None:
 
 
 def test_unknown_scale_format_is_a_clear_error() -> None:
-    spec = QuantSpec("e4m3fn", scale_format="ue4m3")
+    """Scale formats are a table (harness.core.scale_formats): a spec naming one that is
+    not in it fails where it is made, before any size is asked of it."""
     with pytest.raises(KeyError, match="ue4m3"):
-        tensor_bytes(spec, (16, 32), PACKED)
+        tensor_bytes(QuantSpec("e4m3fn", scale_format="ue4m3"), (16, 32), PACKED)
 
 
 def test_a_layer_holding_a_larger_buffer_is_caught() -> None:

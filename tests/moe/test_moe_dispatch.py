@@ -14,6 +14,7 @@ from harness.moe.dispatch import (
     EMULATE,
     MOE_ALL_INTENDED,
     MOE_NATIVE_DISPATCH,
+    MOE_SCHEMES,
     decision,
     dispatch_problems,
 )
@@ -145,7 +146,11 @@ def test_every_row_decides_the_full_intended_list() -> None:
 
 
 def test_the_table_decides_exactly_the_registered_schemes() -> None:
-    assert set(SCHEMES) == MOE_ALL_INTENDED
+    """Every registered scheme with one-level scales; two-level ones (NVFP4) are left out
+    of MoE by `MOE_SCHEMES`, and only those."""
+    assert set(MOE_SCHEMES) == MOE_ALL_INTENDED
+    left_out = {n for n, s in SCHEMES.items() if s.weight.scale_fmt.per_tensor_level}
+    assert set(SCHEMES) - set(MOE_SCHEMES) == left_out == {"w_nvfp4", "w_nvfp4_a_nvfp4"}
 
 
 def test_rowwise_kernel_contract_reads_quantspec_fields() -> None:
@@ -186,7 +191,7 @@ def test_platform_command_prints_the_dispatch_table(capsys: pytest.CaptureFixtur
     report = json.loads(capsys.readouterr().out)["moe_dispatch"]
     key = platform_key(detect())
     assert report["platform_key"] == key
-    assert set(report["schemes"]) == set(SCHEMES)
+    assert set(report["schemes"]) == set(MOE_SCHEMES)
     for name, row in report["schemes"].items():
         assert row["decision"] == decision(key, name)
     assert report["problems"] == []

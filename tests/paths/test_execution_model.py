@@ -20,7 +20,7 @@ from harness.linear.paths.native import (
     NativeScaledMMPath,
     linear_dispatch_problems,
 )
-from harness.moe.dispatch import MOE_NATIVE_DISPATCH
+from harness.moe.dispatch import MOE_NATIVE_DISPATCH, MOE_SCHEMES
 from harness.moe.model import quantize_operand
 from harness.moe.paths import moe_paths
 from harness.moe.paths.kernels import MOE_KERNELS
@@ -152,7 +152,7 @@ def test_linear_modes_refuse_what_their_kernels_cannot_run(
 def test_the_linear_table_is_checked_like_the_moe_table() -> None:
     assert linear_dispatch_problems() == []
     assert dispatch_problems(SCHEMES, KERNELS, LINEAR_NATIVE_DISPATCH) == []
-    assert dispatch_problems(SCHEMES, MOE_KERNELS, MOE_NATIVE_DISPATCH) == []
+    assert dispatch_problems(MOE_SCHEMES, MOE_KERNELS, MOE_NATIVE_DISPATCH) == []
 
 
 def test_a_table_sending_a_mixed_mx_scheme_to_the_mx_kernel_is_a_problem() -> None:

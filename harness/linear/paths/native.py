@@ -26,6 +26,7 @@ import torch
 
 from harness.core.formats import e8m0_encode, get_format
 from harness.core.quantize import QuantizedLinear, QuantizedTensor, quantize_activation
+from harness.core.scale_formats import E8M0, FP32
 from harness.core.schemes import SCHEMES, Scheme
 from harness.core.spec import FP8_BLOCK, MX_BLOCK, WHOLE
 from harness.errors import QHarnessError
@@ -153,13 +154,13 @@ KERNELS: dict[str, KernelMode] = {
         KernelMode(
             "tensorwise",
             _scaled_mm_forward,
-            OperandContract(_FP8, "fp32", _PER_TENSOR, _PER_TENSOR),
+            OperandContract(_FP8, FP32.name, _PER_TENSOR, _PER_TENSOR),
             fused_bias=True,
         ),
         KernelMode(
             "rowwise",  # a per-tensor activation scale next to per-row weights: (M, 1)
             _scaled_mm_forward,
-            OperandContract(_FP8, "fp32", _PER_TENSOR_OR_ROW, _PER_TENSOR_OR_ROW),
+            OperandContract(_FP8, FP32.name, _PER_TENSOR_OR_ROW, _PER_TENSOR_OR_ROW),
             fused_bias=True,
         ),
         KernelMode(
@@ -167,7 +168,7 @@ KERNELS: dict[str, KernelMode] = {
             _blockwise_forward,
             OperandContract(
                 _FP8,
-                "fp32",
+                FP32.name,
                 frozenset({(FP8_BLOCK, FP8_BLOCK)}),
                 frozenset({(1, FP8_BLOCK)}),
             ),
@@ -180,7 +181,7 @@ KERNELS: dict[str, KernelMode] = {
             _mx_forward,
             OperandContract(
                 frozenset(MX_OPERANDS),
-                "e8m0",
+                E8M0.name,
                 frozenset({(1, MX_BLOCK)}),
                 frozenset({(1, MX_BLOCK)}),
             ),
@@ -232,6 +233,10 @@ LINEAR_NATIVE_DISPATCH: DispatchTable = {
                 "w_mxfp6_e3m2",
                 "w_mxfp6_e3m2_a_fp8",
                 "w_mxfp6_e3m2_a_mxfp6_e3m2",
+                # NVFP4 (two-level E4M3 x FP32 scales): no kernel mode here takes them;
+                # torch's 1x16 block-scaled mm needs FP4 tensor cores (sm100+).
+                "w_nvfp4",
+                "w_nvfp4_a_nvfp4",
             }
         ),
     }
@@ -255,6 +260,8 @@ def _why_unmapped(scheme: Scheme) -> str:
         detail = f"mixed element formats ({scheme.weight.format} x {act.format})"
     elif get_format(act.format).torch_dtype is None and act.format not in MX_OPERANDS:
         detail = f"torch has no {act.format} operand type"
+    elif all(mode.operands.scale_format != act.scale_format for mode in KERNELS.values()):
+        detail = f"no kernel mode here takes {act.scale_format} scales"
     else:
         detail = "not in SCALED_MM_SCHEMES"
     return f"emulated-only: no native kernel for {scheme.name} ({detail})"

@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from harness.core.formats import get_format
+from harness.core.scale_formats import FP32
 from harness.core.schemes import WHOLE, Scheme
 from harness.moe.dispatch import GROUPED_BF16, SCALED_GROUPED_ROWWISE
 from harness.moe.model import Operand, QuantizedExperts
@@ -97,7 +98,7 @@ _ROWWISE_BLOCKS = frozenset({(WHOLE, WHOLE), (1, WHOLE)})  # per-tensor or per-r
 # FP8 e4m3 codes of one flavour on both operands, float32 per-tensor or per-row scales.
 FP8_ROWWISE_OPERANDS = OperandContract(
     formats=frozenset({"e4m3fn", "e4m3fnuz"}),
-    scale_format="fp32",
+    scale_format=FP32.name,
     weight_blocks=_ROWWISE_BLOCKS,
     activation_blocks=_ROWWISE_BLOCKS,
 )

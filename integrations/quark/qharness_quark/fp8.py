@@ -23,7 +23,12 @@ from quark.torch.quantization.config.config import (
     FP8E4M3PerTensorSpec,
 )
 
-from harness import QuantizedTensor, QuantSpec, Support
+from harness import (
+    FP32,
+    QuantizedTensor,
+    QuantSpec,
+    Support,
+)
 from qharness_quark import ENGINE
 
 # harness granularity -> (Quark's qscheme name, its config spec); per_row is a row of the
@@ -41,7 +46,7 @@ class RealQuantizeFP8Quantizer:
     conventions: frozenset[str] = frozenset()
 
     def supports(self, spec: QuantSpec) -> Support:
-        if spec.scale_format != "fp32":
+        if spec.scale_fmt is not FP32:
             return Support.no(f"{self.name}: float32 scales only, not {spec.scale_format}")
         if spec.format != "e4m3fn":
             return Support.no(

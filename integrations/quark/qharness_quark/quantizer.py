@@ -16,7 +16,15 @@ from typing import ClassVar
 import torch
 from quark.torch.kernel.hw_emulation.hw_emulation_interface import real_quantize_mxfp
 
-from harness import MX_BLOCK, KnownFinding, QuantizedTensor, QuantSpec, Support, encode
+from harness import (
+    E8M0,
+    MX_BLOCK,
+    KnownFinding,
+    QuantizedTensor,
+    QuantSpec,
+    Support,
+    encode,
+)
 from qharness_quark import ENGINE
 
 ELEMENTS = {"e2m1": "fp4", "e2m3": "fp6_e2m3", "e3m2": "fp6_e3m2"}
@@ -47,7 +55,7 @@ class RealQuantizeMXFPQuantizer:
     )
 
     def supports(self, spec: QuantSpec) -> Support:
-        if spec.scale_format != "e8m0" or spec.block != (1, MX_BLOCK):
+        if spec.scale_fmt is not E8M0 or spec.block != (1, MX_BLOCK):
             return Support.no(
                 f"{self.name}: MX 1x{MX_BLOCK} E8M0 scales only, not {spec.granularity}"
             )

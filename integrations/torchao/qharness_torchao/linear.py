@@ -32,6 +32,7 @@ from torchao.quantization.quantize_.common import KernelPreference
 
 from harness import (
     ANY_PLATFORM,
+    E8M0,
     EMULATE,
     MX_BLOCK,
     SCHEMES,
@@ -99,7 +100,7 @@ def _mx_spec_problem(spec: QuantSpec | None, role: str) -> str:
     """Why ``spec`` is not an operand torchao's MX linear takes ('' when it is)."""
     if spec is None:
         return f"{role} is not quantized"
-    if spec.scale_format != "e8m0" or spec.block != (1, MX_BLOCK):
+    if spec.scale_fmt is not E8M0 or spec.block != (1, MX_BLOCK):
         return f"{role} is not MX (1x{MX_BLOCK} E8M0 scales)"
     if spec.format not in ELEMENT_DTYPES:
         return f"torchao has no {spec.format} element dtype"
@@ -145,7 +146,7 @@ def table_problems() -> list[str]:
 
 def _refusal(scheme: Scheme) -> str:
     """The reason a scheme outside the table does not run."""
-    if scheme.weight.scale_format != "e8m0":
+    if scheme.weight.scale_fmt is not E8M0:
         return fp8_refusal()
     if scheme.activation is None:
         return "torchao MX linear: weight-only quant not yet supported (torchao's assertion)"

@@ -19,6 +19,7 @@ from torchao.prototype.mx_formats.config import ScaleCalculationMode
 from torchao.prototype.mx_formats.mx_tensor import MXTensor
 
 from harness import (
+    E8M0,
     MX_BLOCK,
     KnownFinding,
     QuantizedTensor,
@@ -73,7 +74,7 @@ class ToMXQuantizer:
     )
 
     def supports(self, spec: QuantSpec) -> Support:
-        if spec.scale_format != "e8m0" or spec.block != (1, MX_BLOCK):
+        if spec.scale_fmt is not E8M0 or spec.block != (1, MX_BLOCK):
             return Support.no(
                 f"torchao to_mx: MX 1x{MX_BLOCK} E8M0 scales only, not {spec.granularity}"
             )

@@ -59,6 +59,7 @@ from vllm.model_executor.layers.quantization.compressed_tensors.schemes import (
 )
 
 from harness import (
+    FP32,
     SCHEMES,
     WHOLE,
     FindingCase,
@@ -104,7 +105,7 @@ class VllmLinearConfig:
             ("weight", scheme.weight, self.weight_tile()),
             ("activation", act, self.activation_tile()),
         ):
-            if spec is None or spec.format != "e4m3fn" or spec.scale_format != "fp32":
+            if spec is None or spec.format != "e4m3fn" or spec.scale_fmt is not FP32:
                 what = "unquantized" if spec is None else f"{spec.format}/{spec.scale_format}"
                 return Support.no(f"{role} is {what}; vLLM's CPU FP8 path takes e4m3fn/fp32")
             if spec.block != tile:

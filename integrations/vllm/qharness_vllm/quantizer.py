@@ -19,7 +19,13 @@ from vllm.config import VllmConfig, set_current_vllm_config
 from vllm.model_executor.layers.quantization.input_quant_fp8 import QuantFP8
 from vllm.model_executor.layers.quantization.utils.quant_utils import GroupShape
 
-from harness import WHOLE, QuantizedTensor, QuantSpec, Support
+from harness import (
+    FP32,
+    WHOLE,
+    QuantizedTensor,
+    QuantSpec,
+    Support,
+)
 from qharness_vllm import ENGINE
 from qharness_vllm.platform import platform_for
 
@@ -33,7 +39,7 @@ FP8_CONVENTIONS = frozenset({"min_scale_1_over_512max", "reciprocal_scale", "fnu
 def _fp8_support(name: str, spec: QuantSpec, formats: tuple[str, ...]) -> Support:
     if spec.format not in formats:
         return Support.no(f"{name}: FP8 {'/'.join(formats)} only, not {spec.format}")
-    if spec.scale_format != "fp32" or spec.block not in GROUPS:
+    if spec.scale_fmt is not FP32 or spec.block not in GROUPS:
         return Support.no(
             f"{name}: per-tensor or per-token fp32 scales only, not {spec.granularity}"
         )
