@@ -67,8 +67,15 @@ class ModelRun:
         )
 
     def runtime(self, layer: str) -> RuntimeTensors:
-        t = self.capture["layers"][layer]["tensors"]
-        return RuntimeTensors(t["weight"], t["weight_scale"], t.get("input_scale"), t.get("bias"))
+        captured = self.capture["layers"][layer]
+        t = captured["tensors"]
+        return RuntimeTensors(
+            t["weight"],
+            t["weight_scale"],
+            t.get("input_scale"),
+            t.get("bias"),
+            captured["weight_input_dim"],
+        )
 
     def inputs_outputs(self, layer: str) -> tuple[torch.Tensor, torch.Tensor]:
         calls = [c for per_prompt in self.capture["calls"][layer] for c in per_prompt]

@@ -48,23 +48,21 @@ from harness.paths.base import Numerics, with_activation_conventions
 class RuntimeTensors:
     """A layer's parameters as the engine holds them after post-load processing."""
 
-    weight: torch.Tensor  # float8 codes, [N, K] or a transposed [K, N] view
+    weight: torch.Tensor  # float8 codes, [N, K] (input_dim 1) or [K, N] (input_dim 0)
     weight_scale: torch.Tensor
     input_scale: torch.Tensor | None
     bias: torch.Tensor | None
+    input_dim: int = 1  # which axis of ``weight`` is K, as the engine declares it
 
 
-def weight_nk(weight: torch.Tensor, n: int, k: int) -> torch.Tensor:
-    """The weight as [N, K] codes (uint8): engines keep either layout; a transposed view
-    is told apart by its strides, so a square weight is read the way it is laid out."""
-    if tuple(weight.shape) == (n, k) and (weight.is_contiguous() or n == k == 1):
-        w = weight
-    elif tuple(weight.shape) == (k, n) and weight.t().is_contiguous():
-        w = weight.t()
-    else:
+def weight_nk(weight: torch.Tensor, n: int, k: int, input_dim: int) -> torch.Tensor:
+    """The weight as [N, K] codes (uint8), from the axis the engine says is K (a square
+    weight cannot be told apart by its shape)."""
+    w = weight if input_dim == 1 else weight.t()
+    if tuple(w.shape) != (n, k):
         raise ValueError(
-            f"runtime weight {tuple(weight.shape)} (strides {weight.stride()}) is neither "
-            f"[N, K] = [{n}, {k}] nor its transpose"
+            f"runtime weight {tuple(weight.shape)} with K on axis {input_dim} is not "
+            f"[N, K] = [{n}, {k}]"
         )
     return w.contiguous().view(torch.uint8)
 
@@ -73,7 +71,7 @@ def runtime_layer(
     scheme: Scheme, tensors: RuntimeTensors, n: int, k: int, bias: torch.Tensor | None
 ) -> QuantizedLinear:
     """The engine's runtime tensors as a harness `QuantizedLinear` (``bias``: the one to use)."""
-    codes = weight_nk(tensors.weight, n, k)
+    codes = weight_nk(tensors.weight, n, k, tensors.input_dim)
     grid = scale_grid(scheme.weight, codes.shape)
     scale = tensors.weight_scale.float()
     if scale.numel() != grid[0] * grid[1]:

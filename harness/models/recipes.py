@@ -57,6 +57,19 @@ def calibration_tokens(model: TinyModel) -> list[list[int]]:
     return [[int(t) for t in row] for row in ids]
 
 
+def word_level_tokenizer(model: TinyModel) -> Any:
+    """A tokenizer with one word per id ("t<id>"), made locally (no hub): ``oneshot`` wants a
+    processor whenever a dataset is given, though the dataset here is already token ids."""
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {f"t{i}": i for i in range(int(model.config["vocab_size"]))}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="t0"))
+    return PreTrainedTokenizerFast(
+        tokenizer_object=core, unk_token="t0", pad_token="t0", bos_token="t1", eos_token="t2"
+    )
+
+
 def _llmcompressor(model: TinyModel, recipe: Recipe, src: Path, dst: Path) -> None:
     from llmcompressor import oneshot
     from llmcompressor.modifiers.quantization import QuantizationModifier
@@ -74,6 +87,7 @@ def _llmcompressor(model: TinyModel, recipe: Recipe, src: Path, dst: Path) -> No
             "dataset": Dataset.from_dict(
                 {"input_ids": tokens, "attention_mask": [[1] * len(t) for t in tokens]}
             ),
+            "processor": word_level_tokenizer(model),
             "num_calibration_samples": len(tokens),
             "max_seq_length": CALIBRATION_LENGTH,
         }

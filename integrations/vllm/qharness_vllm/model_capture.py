@@ -56,11 +56,14 @@ def _first(value: Any) -> torch.Tensor:
 
 
 def _is_quantized(module: torch.nn.Module) -> bool:
+    """A linear or MoE layer vLLM built with a quantized method (attention layers carry a
+    KV-cache ``quant_method`` too; they are not weights)."""
+    from vllm.model_executor.layers.linear import LinearBase, UnquantizedLinearMethod
+
     method = getattr(module, "quant_method", None)
-    if method is None:
+    if method is None or isinstance(method, UnquantizedLinearMethod):
         return False
-    name = type(method).__name__
-    return not name.startswith("Unquantized")
+    return isinstance(module, LinearBase) or module_is_moe(module)
 
 
 def _tensors(module: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -82,6 +85,8 @@ def _describe(module: torch.nn.Module) -> dict[str, Any]:
         "scheme_class": type(scheme).__name__ if scheme is not None else "",
         "kernel_class": type(kernel).__name__ if kernel is not None else "",
         "logical_widths": [int(w) for w in widths] if widths else [],
+        # vLLM tags the weight with its K axis (0 after the FP8 helpers transpose it)
+        "weight_input_dim": int(getattr(module.weight, "input_dim", 1)),
         "tensors": _tensors(module),
     }
 
@@ -119,7 +124,14 @@ def _bytes(tensors: Iterator[torch.Tensor]) -> int:
 
 
 def module_is_moe(module: torch.nn.Module) -> bool:
-    return type(module).__name__ in ("FusedMoE", "SharedFusedMoE")
+    """A MoE layer with a quantized method (vLLM's MoE methods share one base)."""
+    from vllm.model_executor.layers.fused_moe import FusedMoEMethodBase
+
+    method = getattr(module, "quant_method", None)
+    return isinstance(method, FusedMoEMethodBase) and type(method).__name__ not in UNQUANTIZED_MOE
+
+
+UNQUANTIZED_MOE = frozenset({"UnquantizedFusedMoEMethod"})
 
 
 def _clone(x: Any) -> Any:
