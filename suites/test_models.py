@@ -41,7 +41,8 @@ capture_module = pytest.importorskip(
     "qharness_vllm.model_capture",
     reason="vLLM adapter not installed (python3 scripts/engine.py models installs it)",
 )
-from qharness_vllm.linear import VllmFp8LinearPath  # noqa: E402
+from qharness_vllm.linear import NOT_RUN, VllmFp8LinearPath, kernel_choice  # noqa: E402
+from qharness_vllm.linear import RUNS as RUNS_VLLM  # noqa: E402
 
 from harness.core.checks import failed, passed  # noqa: E402
 from harness.models.cache import tool_python  # noqa: E402
@@ -93,11 +94,21 @@ def _made(model_runs: Any, model: str, recipe: str) -> ModelRun:
 
 
 def _run_or_skip(model_runs: Any, model: str, recipe: str) -> ModelRun:
+    """The run; a counted skip where vLLM's own kernel selection has no CPU kernel for the
+    scheme (its reason, and the engine's message); a failure where the engine failed on a
+    checkpoint it has a kernel for (a loader that breaks on a valid checkpoint is a bug,
+    not a refusal)."""
     run = _made(model_runs, model, recipe)
-    reason = run.refused()
-    if reason is not None:
-        pytest.skip(reason)
-    return run
+    error = run.refused()
+    if error is None:
+        return run
+    scheme = run.ckpt.scheme.name
+    if scheme in NOT_RUN:
+        pytest.skip(f"{NOT_RUN[scheme]}; the engine said: {error}")
+    kernel, why = kernel_choice(scheme, 128, 256, OUT_DTYPE) if scheme in RUNS_VLLM else ("", "")
+    if not kernel:
+        pytest.skip(f"vLLM selects no CPU kernel for {scheme}: {why}; the engine said: {error}")
+    pytest.fail(f"vLLM selects {kernel} for {scheme} but failed: {error}", pytrace=False)
 
 
 @pytest.mark.parametrize(("model", "recipe", "layer"), LAYER_CASES)

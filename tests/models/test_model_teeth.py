@@ -1,15 +1,15 @@
 """The model suite catches each seed bug class put into vLLM's real loading path.
 
 Each case loads a real checkpoint (made by llm-compressor) in vLLM with one bug class
-injected into vLLM's loading (`qharness_vllm.model_capture.INJECTIONS`: the weight iterator
-drops biases, one shard's per-tensor scale is used for all shards, per-channel scales are
-read in the wrong order before vLLM processes them), runs the suite's layer checks on what
-the engine then does, and asserts the checks that must fail do fail; the clean run of the
-same checkpoint (the suite's own, shared in this process) passes them. The step-order bug
-(fnuz) runs vLLM's two post-load functions in both orders on the real qkv shards of the
-per-tensor checkpoint on a simulated gfx942 (as tests/loading/test_vllm_loader_order.py
-does on the golden cases): the engine cannot run e4m3fnuz matmuls on a CPU, so that class
-is shown on vLLM's loading functions, not the whole engine.
+injected into vLLM's loading (`qharness_vllm.model_capture.INJECTIONS`: the weight
+iterator drops biases; one shard's per-tensor scale is used for all shards; a per-channel
+scale vector is read as one tensor-wise scale, its first element), runs the suite's layer
+checks on what the engine then does, and asserts that the checks that must fail do fail,
+while the clean run of the same checkpoint (shared in this process with the suite) passes
+them all. The step-order bug (fnuz) runs vLLM's two post-load functions in both orders on
+the real q/k/v shards of the calibrated per-tensor checkpoint on a simulated gfx942 (as
+tests/loading/test_vllm_loader_order.py does on the golden cases): the CPU engine cannot
+multiply e4m3fnuz, so that class is shown on vLLM's loading functions, not the engine.
 """
 
 from __future__ import annotations
@@ -66,7 +66,11 @@ BUGS: dict[str, tuple[str, str, frozenset[str]]] = {
         STATIC,
         frozenset({"runtime_weight_matches_checkpoint"}),
     ),
-    "scales_row_wise": ("llama_tiny", DYNAMIC, frozenset({"runtime_weight_matches_checkpoint"})),
+    "one_d_scale_as_tensor_wise": (
+        "llama_tiny",
+        DYNAMIC,
+        frozenset({"runtime_weight_matches_checkpoint"}),
+    ),
 }
 
 

