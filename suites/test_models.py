@@ -186,7 +186,7 @@ def test_model_logits(
         "emulated_top1_agreement": emu_vs_float.top1_agreement,
         "positions": vs_emu.positions,
     }
-    record_result(**metrics)
+    record_result(**metrics, engine_workarounds=run.capture.get("workarounds", []))
     finite = all(bool(torch.isfinite(g).all()) for g in got)
     results = [
         passed("finite") if finite else failed("finite", "vLLM's logits hold NaN or Inf"),

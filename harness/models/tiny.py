@@ -87,22 +87,6 @@ MODELS: dict[str, TinyModel] = {
             },
             "dense Llama with q/k/v/o biases (the dropped-bias class)",
         ),
-        TinyModel(
-            "mixtral_tiny",
-            {
-                **COMMON,
-                "architectures": ["MixtralForCausalLM"],
-                "model_type": "mixtral",
-                "intermediate_size": 256,
-                "num_local_experts": 4,
-                "num_experts_per_tok": 2,
-                "router_jitter_noise": 0.0,
-                "sliding_window": None,
-            },
-            "MoE: 4 experts, top-2 (Mixtral)",
-            moe=True,
-            keep_float=("block_sparse_moe.gate",),
-        ),
     )
 }
 
