@@ -25,6 +25,7 @@ where vLLM refuses a checkpoint (its reason).
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,18 +42,19 @@ capture_module = pytest.importorskip(
     "qharness_vllm.model_capture",
     reason="vLLM adapter not installed (python3 scripts/engine.py models installs it)",
 )
+from qharness_vllm import ENGINE as VLLM_ENGINE  # noqa: E402
 from qharness_vllm.linear import NOT_RUN, VllmFp8LinearPath, kernel_choice  # noqa: E402
 from qharness_vllm.linear import RUNS as RUNS_VLLM  # noqa: E402
 
 from harness.core.checks import failed, passed  # noqa: E402
-from harness.models.cache import tool_python  # noqa: E402
+from harness.models.cache import checkpoints_many, tool_python  # noqa: E402
 from harness.models.evaluate import (  # noqa: E402
     ModelRun,
     layer_loading_results,
     layer_output_results,
     model_run,
 )
-from harness.models.files import layer_modules  # noqa: E402
+from harness.models.files import layer_modules, read_model_checkpoint  # noqa: E402
 from harness.models.forward import compare_logits, reference_logits  # noqa: E402
 from harness.models.layers import checkpoint_check  # noqa: E402
 from harness.models.memory import weight_memory_check  # noqa: E402
@@ -74,12 +76,35 @@ MODEL_CASES = [pytest.param(m.name, r.name, id=f"{m.name}-{r.name}") for m, r in
 def model_runs(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """``model_runs(model, recipe)``: the `ModelRun`, one vLLM engine per checkpoint."""
     root = tmp_path_factory.mktemp("model-captures")
+    made = [(m, r) for m, r in RUNS if tool_python(r) is not None]
+    if made:
+        checkpoints_many(made)  # one process of the tool venv for every checkpoint
 
     def get(model: str, recipe: str) -> ModelRun:
         work = root / f"{model}-{recipe.replace(':', '-')}"
-        return model_run(model, recipe, lambda f, p: capture_module.capture(f, p, work))
+        hidden = int(MODELS[model].config["hidden_size"])
+
+        def capture(folder: Path, ids: list[list[int]]) -> dict[str, Any]:
+            # no engine start where vLLM's own kernel selection has no CPU kernel
+            refusal = selection_refusal(read_model_checkpoint(folder).scheme.name, hidden)
+            if refusal is not None:
+                return {"engine": VLLM_ENGINE, "error": refusal}
+            return capture_module.capture(folder, ids, work)
+
+        return model_run(model, recipe, capture)
 
     return get
+
+
+def selection_refusal(scheme: str, hidden: int) -> str | None:
+    """vLLM's reason it has no CPU kernel for ``scheme`` (its kernel selection, asked for a
+    hidden x hidden layer of the bf16 model), or None when it selects one."""
+    if scheme in NOT_RUN:
+        return NOT_RUN[scheme]
+    if scheme not in RUNS_VLLM:
+        return None  # not a scheme the adapter maps: let the engine answer
+    kernel, why = kernel_choice(scheme, hidden, hidden, OUT_DTYPE)
+    return None if kernel else f"vLLM's kernel selection: {why}"
 
 
 def _made(model_runs: Any, model: str, recipe: str) -> ModelRun:
@@ -103,12 +128,10 @@ def _run_or_skip(model_runs: Any, model: str, recipe: str) -> ModelRun:
     if error is None:
         return run
     scheme = run.ckpt.scheme.name
-    if scheme in NOT_RUN:
-        pytest.skip(f"{NOT_RUN[scheme]}; the engine said: {error}")
-    kernel, why = kernel_choice(scheme, 128, 256, OUT_DTYPE) if scheme in RUNS_VLLM else ("", "")
-    if not kernel:
-        pytest.skip(f"vLLM selects no CPU kernel for {scheme}: {why}; the engine said: {error}")
-    pytest.fail(f"vLLM selects {kernel} for {scheme} but failed: {error}", pytrace=False)
+    refusal = selection_refusal(scheme, int(run.model.config["hidden_size"]))
+    if refusal is not None:
+        pytest.skip(f"vLLM runs no {scheme} on this CPU: {refusal}")
+    pytest.fail(f"vLLM selects a kernel for {scheme} but failed: {error}", pytrace=False)
 
 
 @pytest.mark.parametrize(("model", "recipe", "layer"), LAYER_CASES)

@@ -94,18 +94,55 @@ def tool_python(recipe: Recipe) -> str | None:
     return os.environ.get(TOOL_PYTHON_ENV) or None
 
 
+_MADE: dict[tuple[str, str], tuple[Path, Path]] = {}
+
+
 def checkpoints(model: TinyModel, recipe: Recipe) -> tuple[Path, Path]:
     """(float folder, quantized folder) of ``model`` under ``recipe``, built if missing."""
-    python = tool_python(recipe)
-    if python == sys.executable:
-        return float_checkpoint(model), quantized_checkpoint(model, recipe)
-    if python is None:
-        raise RuntimeError(f"{recipe.tool} is not installed here and {TOOL_PYTHON_ENV} is unset")
-    cmd = [python, "-m", "harness.models.make", model.name, recipe.name]
-    env = {**os.environ, ROOT_ENV: str(cache_root())}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
-    if proc.returncode != 0:
-        tail = " | ".join(proc.stderr.strip().splitlines()[-6:])
-        raise RuntimeError(f"{recipe.name} failed on {model.name}: {tail}")
-    folders = json.loads(proc.stdout.strip().splitlines()[-1])
-    return Path(folders["float"]), Path(folders["quantized"])
+    return checkpoints_many([(model, recipe)])[(model.name, recipe.name)]
+
+
+def checkpoints_many(
+    pairs: list[tuple[TinyModel, Recipe]],
+) -> dict[tuple[str, str], tuple[Path, Path]]:
+    """`checkpoints` for many pairs; those whose tool is elsewhere are made by one process
+    of the tool venv (its imports take longer than a tiny model's quantization)."""
+    todo = [(m, r) for m, r in pairs if (m.name, r.name) not in _MADE]
+    remote = []
+    for model, recipe in todo:
+        python = tool_python(recipe)
+        if python is None:
+            raise RuntimeError(
+                f"{recipe.tool} is not installed here and {TOOL_PYTHON_ENV} is unset"
+            )
+        if python == sys.executable:
+            _MADE[(model.name, recipe.name)] = (
+                float_checkpoint(model),
+                quantized_checkpoint(model, recipe),
+            )
+        else:
+            remote.append((python, model, recipe))
+    for python in sorted({p for p, _, _ in remote}):
+        args = [a for p, m, r in remote if p == python for a in (m.name, r.name)]
+        env = {**os.environ, ROOT_ENV: str(cache_root())}
+        cmd = [python, "-m", "harness.models.make", *args]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
+        if proc.returncode != 0:
+            tail = " | ".join(proc.stderr.strip().splitlines()[-6:])
+            raise RuntimeError(f"making {args} failed: {tail}")
+        for made in _json_lines(proc.stdout):
+            _MADE[(made["model"], made["recipe"])] = (Path(made["float"]), Path(made["quantized"]))
+    return {(m.name, r.name): _MADE[(m.name, r.name)] for m, r in pairs}
+
+
+def _json_lines(text: str) -> list[dict[str, str]]:
+    """The JSON objects `harness.models.make` printed (a tool may print other lines)."""
+    out = []
+    for line in text.splitlines():
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict) and "quantized" in value:
+            out.append(value)
+    return out
