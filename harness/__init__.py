@@ -1,3 +1,206 @@
-"""qharness: numerical-correctness harness for low-precision quantized inference."""
+"""qharness: numerical-correctness harness for low-precision quantized inference.
 
-__version__ = "0.1.0"
+The front door for plugin authors (paths, MoE paths, quantizers, loaders, engine adapters):
+every name in ``__all__`` is importable from ``harness`` itself, e.g.
+``from harness import LinearPathBase, Numerics, Support, quantize_activation``. Adapters
+import from here and nowhere deeper; the deep modules stay importable, but their layout
+may change between releases, these names may not.
+
+Importing ``harness`` is cheap: each name is imported from its module on first use
+(PEP 562), so ``import harness`` loads neither torch nor any path, registry or probe.
+
+``harness.quantize`` is both the function (here) and the older module of the same name
+(``from harness.quantize import quantize_activation``); once that module is imported it
+takes the name, and calling it quantizes as the function does.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from harness.version import __version__
+
+# name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    # schemes and specs
+    "QuantSpec": "harness.core.spec",
+    "WHOLE": "harness.core.spec",
+    "MX_BLOCK": "harness.core.spec",
+    "FP8_BLOCK": "harness.core.spec",
+    "Scheme": "harness.core.schemes",
+    "SCHEMES": "harness.core.schemes",
+    "get_scheme": "harness.core.schemes",
+    "register_scheme": "harness.core.schemes",
+    "mx_spec": "harness.core.schemes",
+    # quantize
+    "quantize": "harness.core.quantize",
+    "quantize_activation": "harness.core.quantize",
+    "QuantizedTensor": "harness.core.quantize",
+    "QuantizedLinear": "harness.core.quantize",
+    # element formats and scale codes
+    "encode": "harness.core.formats",
+    "decode": "harness.core.formats",
+    "e8m0_encode": "harness.core.formats",
+    "e8m0_decode": "harness.core.formats",
+    "pack_fp4": "harness.core.formats",
+    "unpack_fp4": "harness.core.formats",
+    # the execution model
+    "Support": "harness.paths.base",
+    "LinearProblem": "harness.paths.base",
+    "LinearPath": "harness.paths.base",
+    "LinearPathBase": "harness.paths.base",
+    "PathBase": "harness.paths.base",
+    "Numerics": "harness.paths.base",
+    "KernelContract": "harness.paths.base",
+    "OperandContract": "harness.paths.base",
+    "DispatchTable": "harness.paths.dispatch",
+    "DispatchRow": "harness.paths.dispatch",
+    "EMULATE": "harness.paths.dispatch",
+    "ANY_PLATFORM": "harness.paths.dispatch",
+    "choose": "harness.paths.dispatch",
+    "dispatch_problems": "harness.paths.dispatch",
+    # known engine findings
+    "KnownFinding": "harness.paths.findings",
+    "FindingCase": "harness.paths.findings",
+    # mixture of experts
+    "MoEPath": "harness.moe.paths.base",
+    "MoEProblem": "harness.moe.paths.base",
+    # quantizers
+    "Quantizer": "harness.quantizers.base",
+    # checkpoint loading: the loader type and the transforms adapters compose
+    "Loader": "harness.loading.loaders",
+    "LoadState": "harness.loading.transforms",
+    "LoadError": "harness.loading.transforms",
+    "contiguous_kernel_layout": "harness.loading.transforms",
+    "merge_input_scales": "harness.loading.transforms",
+    "normalize_to_platform_fp8": "harness.loading.transforms",
+    "requantize_with_max_scale": "harness.loading.transforms",
+    "scales_to_tile_grid": "harness.loading.transforms",
+    # platform
+    "PlatformInfo": "harness.platform.info",
+    "platform_key": "harness.platform.info",
+    # errors
+    "QHarnessError": "harness.errors",
+    "PluginError": "harness.paths.registry",
+}
+
+__all__ = [
+    "ANY_PLATFORM",
+    "EMULATE",
+    "FP8_BLOCK",
+    "MX_BLOCK",
+    "SCHEMES",
+    "WHOLE",
+    "DispatchRow",
+    "DispatchTable",
+    "FindingCase",
+    "KernelContract",
+    "KnownFinding",
+    "LinearPath",
+    "LinearPathBase",
+    "LinearProblem",
+    "LoadError",
+    "LoadState",
+    "Loader",
+    "MoEPath",
+    "MoEProblem",
+    "Numerics",
+    "OperandContract",
+    "PathBase",
+    "PlatformInfo",
+    "PluginError",
+    "QHarnessError",
+    "QuantSpec",
+    "QuantizedLinear",
+    "QuantizedTensor",
+    "Quantizer",
+    "Scheme",
+    "Support",
+    "__version__",
+    "choose",
+    "contiguous_kernel_layout",
+    "decode",
+    "dispatch_problems",
+    "e8m0_decode",
+    "e8m0_encode",
+    "encode",
+    "get_scheme",
+    "merge_input_scales",
+    "mx_spec",
+    "normalize_to_platform_fp8",
+    "pack_fp4",
+    "platform_key",
+    "quantize",
+    "quantize_activation",
+    "register_scheme",
+    "requantize_with_max_scale",
+    "scales_to_tile_grid",
+    "unpack_fp4",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'harness' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
+    from harness.core.formats import (
+        decode,
+        e8m0_decode,
+        e8m0_encode,
+        encode,
+        pack_fp4,
+        unpack_fp4,
+    )
+    from harness.core.quantize import (
+        QuantizedLinear,
+        QuantizedTensor,
+        quantize,
+        quantize_activation,
+    )
+    from harness.core.schemes import SCHEMES, Scheme, get_scheme, mx_spec, register_scheme
+    from harness.core.spec import FP8_BLOCK, MX_BLOCK, WHOLE, QuantSpec
+    from harness.errors import QHarnessError
+    from harness.loading.loaders import Loader
+    from harness.loading.transforms import (
+        LoadError,
+        LoadState,
+        contiguous_kernel_layout,
+        merge_input_scales,
+        normalize_to_platform_fp8,
+        requantize_with_max_scale,
+        scales_to_tile_grid,
+    )
+    from harness.moe.paths.base import MoEPath, MoEProblem
+    from harness.paths.base import (
+        KernelContract,
+        LinearPath,
+        LinearPathBase,
+        LinearProblem,
+        Numerics,
+        OperandContract,
+        PathBase,
+        Support,
+    )
+    from harness.paths.dispatch import (
+        ANY_PLATFORM,
+        EMULATE,
+        DispatchRow,
+        DispatchTable,
+        choose,
+        dispatch_problems,
+    )
+    from harness.paths.findings import FindingCase, KnownFinding
+    from harness.paths.registry import PluginError
+    from harness.platform.info import PlatformInfo, platform_key
+    from harness.quantizers.base import Quantizer

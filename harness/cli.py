@@ -41,6 +41,11 @@ __all__ = [
     "main",
 ]
 TRACEBACK_VARIABLE = "QHARNESS_TRACEBACK"
+SIMULATE_HELP = (
+    "simulate a GPU arch on this CPU with Triton's interpreter: triton-interpret:gfx942, "
+    "triton-interpret:gfx950 or triton-interpret:sm_90 (sets QHARNESS_SIMULATE and "
+    "TRITON_INTERPRET=1; needs triton installed)"
+)
 
 
 def _print_json(obj: Any) -> None:
@@ -72,7 +77,20 @@ def platform_report() -> dict[str, Any]:
     }
 
 
+def apply_simulation(args: argparse.Namespace) -> None:
+    """``--simulate SIMULATOR:ARCH``: validated (a usage error otherwise), then put in this
+    process's environment, which the pytest child inherits (with ``TRITON_INTERPRET=1``),
+    before anything detects the platform."""
+    value = getattr(args, "simulate", None)
+    if value is None:
+        return
+    from harness.platform.simulate import parse_simulation, simulation_environment
+
+    os.environ.update(simulation_environment(parse_simulation(value, source="--simulate")))
+
+
 def cmd_platform(args: argparse.Namespace) -> int:
+    apply_simulation(args)
     report = platform_report()
     if args.json:
         _print_json(report)
@@ -82,6 +100,8 @@ def cmd_platform(args: argparse.Namespace) -> int:
     print(f"arch         {p['arch']}  {p['name']}")
     print(f"torch        {p['torch_version']}  cuda={p['cuda_version']}  hip={p['hip_version']}")
     print(f"fp8 dtype    {p['fp8_dtype']}")
+    simulated = p.get("simulated")
+    print(f"simulated    {simulated or 'no (real hardware)'}  platform key {p['platform_key']}")
     print(f"\ncapabilities (tiny ops run here; expected: row {report['expected_row']!r})")
     for name, c in report["capabilities"].items():
         mark = "yes" if c["available"] else "no "
@@ -290,6 +310,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if out is not None and out.is_dir():
         raise UsageError(f"--out {args.out} is a directory; give a file name")
     _check_keyword_expression(_pytest_args(args))
+    apply_simulation(args)
     run = create_run_dir(reports, new_run_id(detect().to_json()))
     root = content_root()
     cmd = [
@@ -591,11 +612,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--workers", default="auto", type=_workers, help="pytest-xdist workers, 0 for none"
     )
+    p.add_argument("--simulate", metavar="SIMULATOR:ARCH", help=SIMULATE_HELP)
     p.set_defaults(func=cmd_run, pytest_args=[])
     p.epilog = "Every other argument (or all after --) goes to pytest, e.g. -k fp8_per_tensor."
 
     p = sub.add_parser("platform", help="platform, probed capabilities, support matrix")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--simulate", metavar="SIMULATOR:ARCH", help=SIMULATE_HELP)
     p.set_defaults(func=cmd_platform)
 
     p = sub.add_parser("schemes", help="list quantization schemes")
@@ -647,6 +670,10 @@ def _validate_environment(args: argparse.Namespace) -> None:
         from harness.platform.devices import gpu_list_from_environment
 
         gpu_list_from_environment(os.environ)
+    if args.command in ("run", "platform") and getattr(args, "simulate", None) is None:
+        from harness.platform.simulate import simulation_from_environment
+
+        simulation_from_environment(os.environ)  # a bad QHARNESS_SIMULATE: usage error
 
 
 def _internal_error(exc: BaseException) -> int:

@@ -131,6 +131,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     config.pluginmanager.register(ActiveHooks(), "qharness-active")
     from harness.platform.devices import gpu_list_from_environment
+    from harness.platform.simulate import simulation_environment, simulation_from_environment
     from harness.platform.threads import share_cores_among_workers
 
     try:
@@ -139,6 +140,9 @@ def pytest_configure(config: pytest.Config) -> None:
             share_cores_among_workers(os.environ)
         else:
             gpu_list_from_environment(os.environ)  # refused before any worker starts
+        simulation = simulation_from_environment(os.environ)
+        if simulation is not None:  # before any kernel module imports triton.jit
+            os.environ.update(simulation_environment(simulation))
     except EnvironmentValueError as exc:
         raise pytest.UsageError(str(exc)) from None
     if not hasattr(config, "workerinput"):  # workers ship reports to the controller
@@ -278,7 +282,7 @@ def measure_memory(qh_platform: PlatformInfo, record_result: RecordResult) -> Me
 
     from harness.core.fastcodec import decode_fast, encode_fast
     from harness.core.formats import FORMATS, decode, encode
-    from harness.memory.tracker import measure_peak
+    from harness.memory.tracker import PeakMeasurement, measure_peak, peak_not_meaningful
 
     # Codec tables are built once per process on first use; build them now so a test's peak
     # does not depend on which test ran first in its worker.
@@ -289,6 +293,10 @@ def measure_memory(qh_platform: PlatformInfo, record_result: RecordResult) -> Me
 
     @contextmanager
     def measure() -> Iterator[PeakMeasurement]:
+        if qh_platform.simulated:  # the test runs; only its peak is not measured
+            record_result(peak_skipped=peak_not_meaningful(qh_platform))
+            yield PeakMeasurement("not_measured", qh_platform.device)
+            return
         with measure_peak(qh_platform) as measurement:
             yield measurement
         record_result(**measurement.record_fields())
@@ -322,8 +330,9 @@ class ActiveHooks:
         from harness.platform.info import detect
 
         info = detect()
+        simulated = f", SIMULATED: {info.simulated}" if info.simulated else ""
         return [
-            f"qharness: platform {info.device}/{info.arch} ({info.name}), "
+            f"qharness: platform {info.device}/{info.arch} ({info.name}{simulated}), "
             f"torch {info.torch_version}"
         ]
 

@@ -22,11 +22,11 @@ from harness.linear.repro import linear_bundle_tensors
 from harness.paths import get_path
 from harness.paths.base import (
     is_reference,
-    known_finding,
     layer_under_conventions,
     output_roundings,
     path_conventions,
 )
+from harness.paths.findings import known_finding
 from harness.plugin import xfail_known
 from harness.store.golden import GoldenError
 
@@ -68,7 +68,7 @@ def _run(
     try:
         y = path.forward(layer, x, dtype)
     except Exception as exc:
-        finding = known_finding(path, case.id)
+        finding = known_finding(path, case.finding_case())
         if finding is not None:
             xfail_known(record_result, finding, f"{type(exc).__name__}: {exc}")
         pytest.fail(
@@ -120,5 +120,5 @@ def test_linear(
     repro_case("linear", **linear_bundle_tensors(loaded.layer, loaded.x, y, expected))
     record_checks(
         linear_checks(y, y_emulated, expected, case.path),
-        known_finding=known_finding(path, case.id),
+        known_finding=known_finding(path, case.finding_case()),
     )

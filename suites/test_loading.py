@@ -36,11 +36,11 @@ from harness.paths import get_path, linear_paths
 from harness.paths.base import (
     LinearProblem,
     is_reference,
-    known_finding,
     layer_under_conventions,
     output_roundings,
     path_conventions,
 )
+from harness.paths.findings import FindingCase, known_finding
 from harness.plugin import xfail_known
 from harness.store.golden import GoldenError
 
@@ -122,13 +122,13 @@ def test_loaded_layer_output(
     m, k = x.shape
     n = loaded.layer.weight.codes.shape[0]
     path = get_path(p.path)
-    support = path.supports(
-        loaded.layer.scheme, LinearProblem(m, n, k, p.bias, OUT_DTYPE), qh_platform
-    )
+    problem = LinearProblem(m, n, k, p.bias, OUT_DTYPE)
+    support = path.supports(loaded.layer.scheme, problem, qh_platform)
     if not support.ok:
         pytest.skip(support.reason)
     device = qh_platform.torch_device
-    finding = known_finding(path, p.id)  # an engine finding this case may reproduce
+    # an engine finding this case may reproduce
+    finding = known_finding(path, FindingCase("loading", p.scheme, problem, p.case, id=p.id))
     try:
         y = path.forward(loaded.layer.to(device), x.to(device), OUT_DTYPE).cpu()
     except Exception as exc:
@@ -147,7 +147,6 @@ def test_loaded_layer_output(
     bias = data.tensors["bias"].double()
     abs_product = data.tensors["abs_product"].double()
     bound = output_bound(y_ref, bias, abs_product, k, p.bias, OUT_DTYPE)
-    problem = LinearProblem(m, n, k, p.bias, OUT_DTYPE)
     roundings = output_roundings(path, loaded.layer.scheme, problem)
     y_emulated = None
     if not is_reference(path):  # the same loaded layer through the emulated path

@@ -19,7 +19,7 @@ import torch
 from harness.core.quantize import QuantizedTensor, scale_from_stored
 from harness.core.schemes import SCHEMES, QuantSpec, get_scheme, mx_spec
 from harness.linear.cases import LINEAR_SHAPES, golden_entry, golden_inputs, shape_id
-from harness.paths.base import known_finding
+from harness.paths.findings import FindingCase, known_finding
 from harness.plugin import xfail_known
 from harness.quantizers import engine_of, get_quantizer, quantizers
 from harness.quantizers.base import shape_support
@@ -74,6 +74,18 @@ class TensorCase:
             "conventions": _conventions(self.quantizer, self.spec),
         }
 
+    def finding_case(self) -> FindingCase:
+        """The fields an engine's known findings are matched against."""
+        spec = self.spec
+        return FindingCase(
+            "quantizers",
+            self.scheme,
+            case=self.role,
+            element_format=spec.format,
+            scale_mode=spec.scale_rounding,
+            id=self.id,
+        )
+
 
 @dataclass(frozen=True)
 class EdgeCase:
@@ -99,6 +111,17 @@ class EdgeCase:
             "conventions": _conventions(self.quantizer, self.spec),
         }
 
+    def finding_case(self) -> FindingCase:
+        """The fields an engine's known findings are matched against (no scheme: the
+        edge-case blocks are one element format under one E8M0 mode)."""
+        return FindingCase(
+            "quantizers",
+            case="edge_cases",
+            element_format=self.fmt,
+            scale_mode=self.mode,
+            id=self.id,
+        )
+
 
 TENSOR_CASES = [
     TensorCase(q, s, r, shape)
@@ -120,7 +143,7 @@ def _run(quantizer: str, spec: QuantSpec, x: torch.Tensor, scale: torch.Tensor |
 
 
 def _check(
-    case_id: str,
+    case: FindingCase,
     quantizer: str,
     actual: QuantizedTensor,
     expected: QuantizedTensor,
@@ -140,7 +163,7 @@ def _check(
         f"{len(names)}/{codes_wrong.numel()} tiles differ ({int(scales_wrong.sum())} in the "
         f"scale, {int(codes_wrong.sum())} in element codes); first: {', '.join(names[:SHOWN])}"
     )
-    finding = known_finding(get_quantizer(quantizer), case_id)
+    finding = known_finding(get_quantizer(quantizer), case)
     if finding is not None and names:
         # A documented engine finding (docs/ENGINES.md) that this case reproduces: recorded as
         # xfail with its mismatches, so it is counted and reported but does not fail the stage.
@@ -180,7 +203,7 @@ def test_quantizer_on_golden_tensors(
         amax = float(x.float().abs().max()) if expected.scale.numel() == 1 else None
         return f"tile({r},{c})" + ("" if amax is None else f" amax={amax!r}")
 
-    _check(case.id, case.quantizer, actual, expected, label, record_result)
+    _check(case.finding_case(), case.quantizer, actual, expected, label, record_result)
 
 
 @pytest.mark.parametrize("case", EDGE_CASES, ids=lambda c: c.id)
@@ -205,4 +228,4 @@ def test_quantizer_on_mx_edge_cases(
     def label(r: int, c: int) -> str:
         return f"{names[r]} (amax {float(blocks[r].abs().max())!r})"
 
-    _check(case.id, case.quantizer, actual, expected, label, record_result)
+    _check(case.finding_case(), case.quantizer, actual, expected, label, record_result)

@@ -29,7 +29,7 @@ from harness.linear.special_values import (
     special_inputs,
 )
 from harness.paths import get_path
-from harness.paths.base import known_finding
+from harness.paths.findings import known_finding
 from harness.plugin import xfail_known
 
 OUT_DTYPE = torch.float32
@@ -119,7 +119,8 @@ def test_special_values(
         try:
             return path.forward(layer, x.to(device), OUT_DTYPE).cpu()
         except Exception as exc:
-            finding = known_finding(path, case.id)  # an engine finding, counted as xfail
+            # an engine finding this case may reproduce, counted as xfail
+            finding = known_finding(path, case.finding_case())
             if finding is not None:
                 xfail_known(record_result, finding, f"{type(exc).__name__}: {exc}")
             pytest.fail(f"path {case.path!r} raised: {type(exc).__name__}: {exc}", pytrace=False)

@@ -5,6 +5,8 @@
 - No LAPACK-backed ops in references (`torch.linalg`, `svd`, `qr`, `inverse`, ...): a
   reference once needed a CPU LAPACK that the ROCm wheel does not ship.
 - No `is_cuda()`-style gating: ROCm must take the same path (`is_cuda_alike`).
+- Engine adapters (`integrations/`) import qharness only through its front door
+  (`from harness import ...`): deep modules may move, the names in `harness.__all__` may not.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import pytest
 
 HARNESS = Path(__file__).resolve().parent.parent / "harness"
 SOURCES = sorted(HARNESS.rglob("*.py"))
+INTEGRATIONS = HARNESS.parent / "integrations"
+ADAPTER_SOURCES = sorted(p for p in INTEGRATIONS.rglob("*.py") if "tests" not in p.parts)
 
 FORBIDDEN_METHODS = {"startswith", "endswith"}
 LAPACK_NAMES = {"linalg", "svd", "qr", "inverse", "pinverse", "cholesky", "lstsq", "eig", "det"}
@@ -60,3 +64,46 @@ def test_the_rule_checker_finds_each_kind_of_violation() -> None:
     assert "sample.py:4: torch.linalg needs LAPACK" in text
     assert "sample.py:5: torch.inverse needs LAPACK" in text
     assert "sample.py:6: .is_cuda excludes ROCm" in text
+
+
+def deep_imports(source: str, label: str) -> list[str]:
+    """Every import of a harness module other than the front door, as "label:line: what"."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0:
+            names = [node.module or ""]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        found += [
+            f"{label}:{node.lineno}: imports {name}; import from the front door `harness`"
+            for name in names
+            if name.split(".")[0] == "harness" and name != "harness"
+        ]
+    return found
+
+
+def test_adapter_sources_were_found() -> None:
+    assert {p.parent.parent.name for p in ADAPTER_SOURCES} >= {"torchao", "quark", "vllm"}
+
+
+@pytest.mark.parametrize(
+    "path", ADAPTER_SOURCES, ids=lambda p: str(p.relative_to(INTEGRATIONS.parent))
+)
+def test_adapters_import_only_the_front_door(path: Path) -> None:
+    assert deep_imports(path.read_text(), str(path.relative_to(INTEGRATIONS.parent))) == []
+
+
+def test_the_front_door_rule_finds_deep_imports() -> None:
+    sample = (
+        "from harness import Support\n"
+        "import harness\n"
+        "from harness.paths.base import Numerics\n"
+        "import harness.core.formats as formats\n"
+        "from harnessy import x\n"
+    )
+    text = "\n".join(deep_imports(sample, "a.py"))
+    assert "a.py:3: imports harness.paths.base" in text
+    assert "a.py:4: imports harness.core.formats" in text
+    assert len(deep_imports(sample, "a.py")) == 2

@@ -17,7 +17,7 @@ HARNESS = Path(__file__).resolve().parent.parent / "harness"
 
 # Lowest first. Each name is a subpackage or a top-level module of harness/.
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"__init__", "errors"}),
+    frozenset({"errors", "version"}),
     frozenset({"core"}),
     frozenset({"ops"}),  # thin torch glue: argument layouts, shared by probes and paths
     frozenset({"platform"}),  # detection, and probes that run the ops
@@ -27,6 +27,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"memory", "catalog", "models"}),
     frozenset({"report"}),
     frozenset({"plugin", "cli", "quantize"}),
+    frozenset({"__init__"}),  # the front door re-exports names from every layer below
     frozenset({"__main__"}),
 )
 LAYER_OF = {room: i for i, rooms in enumerate(LAYERS) for room in rooms}

@@ -30,6 +30,7 @@ from harness.core.quantize import (
 )
 from harness.core.schemes import SCHEMES, get_scheme
 from harness.paths import LinearProblem, linear_paths
+from harness.paths.findings import FindingCase
 from harness.store.golden import GoldenData, regenerated, register_each, tensor_digest
 
 # M x N x K. M=1 is the decode case; 37 is not a multiple of 16. The first three have K a
@@ -101,6 +102,10 @@ class LinearCase:
             "bias": self.bias,
             "out_dtype": self.out_dtype,
         }
+
+    def finding_case(self) -> FindingCase:
+        """The fields an engine's known findings are matched against."""
+        return FindingCase("linear", self.scheme, self.problem, id=self.id)
 
 
 def linear_cases() -> Iterator[LinearCase]:

@@ -32,6 +32,7 @@ from harness.core.inputs import bias_vector, calibration_batch, scaled_normal, s
 from harness.core.quantize import QuantizedLinear, quantize_linear
 from harness.core.schemes import SCHEMES, Scheme, get_scheme
 from harness.paths import LinearProblem, linear_paths
+from harness.paths.findings import FindingCase
 
 SPECIAL_SHAPE = (4, 128, 256)  # M x N x K: whole 128-blocks, so every native kernel may run
 SPECIAL_ROW = 1
@@ -68,6 +69,10 @@ class SpecialCase:
             "path": self.path,
             "special": self.kind,
         }
+
+    def finding_case(self) -> FindingCase:
+        """The fields an engine's known findings are matched against."""
+        return FindingCase("special_values", self.scheme, self.problem, self.kind, id=self.id)
 
 
 def special_cases() -> Iterator[SpecialCase]:

@@ -75,6 +75,14 @@ class PeakMeasurement:
         }
 
 
+def peak_not_meaningful(platform: PlatformInfo) -> str:
+    """Why peak memory is not measured on a simulated platform (the skip reason)."""
+    return (
+        f"peak memory means nothing on a simulated platform ({platform.simulated}): kernels "
+        "run in the interpreter's numpy arrays on the CPU, not in the GPU's allocator"
+    )
+
+
 def cuda_allocator_size(nbytes: int) -> int:
     """Bytes the CUDA/ROCm caching allocator accounts for a request of ``nbytes``."""
     if nbytes == 0:

@@ -19,7 +19,7 @@ One vocabulary for both:
 
 Plugins from entry points need not inherit `PathBase`: an object with ``name``,
 ``supports`` and ``forward`` is a valid linear path. The helpers at the end of this
-module (`is_reference`, `path_conventions`, `known_finding`, `activation_in_model_dtype`,
+module (`is_reference`, `path_conventions`, `activation_in_model_dtype`,
 `uses_capabilities`, `kernel_name`, `linear_numerics`) read the optional members with
 `PathBase`'s defaults; they are the one place that does.
 """
@@ -27,7 +27,6 @@ module (`is_reference`, `path_conventions`, `known_finding`, `activation_in_mode
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from fnmatch import fnmatch
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -297,14 +296,3 @@ def linear_numerics(path: LinearPath, scheme: Scheme, problem: LinearProblem) ->
 def output_roundings(path: LinearPath, scheme: Scheme, problem: LinearProblem) -> int:
     """How many times ``path`` rounds to the output dtype (see `linear_numerics`)."""
     return linear_numerics(path, scheme, problem).output_roundings
-
-
-def known_finding(plugin: object, case_id: str) -> str | None:
-    """The write-up of a documented engine finding that case ``case_id`` reproduces, if any.
-
-    Engine adapters (paths and quantizers) may declare ``known_findings``: fnmatch patterns
-    over their suite's case ids -> the finding's text (docs/ENGINE-FINDINGS.md). A case that
-    matches and fails is recorded as an xfail with that text; one that matches and passes
-    passes (findings can depend on the data)."""
-    findings: dict[str, str] = getattr(plugin, "known_findings", None) or {}
-    return next((text for pattern, text in findings.items() if fnmatch(case_id, pattern)), None)

@@ -47,6 +47,7 @@ from harness.paths.dispatch import (
 )
 from harness.platform import capabilities
 from harness.platform.info import PlatformInfo, platform_key
+from harness.platform.simulate import not_the_simulated_arch
 
 # torch._scaled_mm / F.scaled_mm on CUDA/ROCm require K and N to be multiples of 16.
 _CUDA_ALIGNMENT = 16
@@ -318,6 +319,8 @@ class NativeScaledMMPath(LinearPathBase):
         return mode.name
 
     def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
+        if platform.simulated:
+            return Support.no(not_the_simulated_arch(self.name, platform.simulated, platform.arch))
         mode, reason = self.mode_for(scheme, platform)
         if mode is None:
             return Support.no(reason)

@@ -18,7 +18,7 @@ import torch
 from harness.core.formats import decode, e8m0_decode, encode, get_format
 from harness.core.spec import FP8_BLOCK, MX_BLOCK
 from harness.ops.block_scaled import blockwise_scaled_mm, mx_scaled_mm
-from harness.platform.info import PlatformInfo, platform_key
+from harness.platform.info import PlatformInfo, detect, platform_key
 
 Probe = Callable[[torch.device], None]
 PROBES: dict[str, Probe] = {}
@@ -92,6 +92,12 @@ EXPECTED: dict[str, frozenset[str]] = {
     "sm_100": _FP8_FN_MM | _MX_MM,
     "gfx942": _FP8_FNUZ_MM,
     "gfx950": _FP8_FN_MM,
+    # Simulated platforms (harness.platform.simulate): what Triton's interpreter runs for the
+    # arch's kernels. The torch CPU ops still run there, but the simulated rows expect only
+    # the interpreted ones: the simulation stands for the GPU, not for this CPU.
+    "triton-interpret-gfx942": frozenset({"triton.dot.e4m3fnuz"}),
+    "triton-interpret-gfx950": frozenset({"triton.dot.e4m3fn", "triton.dot_scaled.e2m1"}),
+    "triton-interpret-sm_90": frozenset({"triton.dot.e4m3fn"}),
 }
 
 
@@ -279,3 +285,57 @@ for _fmt in ("e4m3fn", "e4m3fnuz"):
     _register_blockwise_probe(_fmt)
 for _fmt in ("e4m3fn", "e2m1"):
     _register_mx_probe(_fmt)
+
+
+# ------------------------------------------------- Triton interpreter probes (simulated)
+# Which Triton ops the simulated arch's kernels may use: the FP8 flavour of its MFMA/MMA
+# units and MXFP4 `tl.dot_scaled` (gfx950's scaled MFMA; sm_90 has no MXFP4 MMA). The
+# interpreter itself would run every one of them on any arch, so the arch table gates the
+# probe, and the probe then checks that the interpreter computes the exact answer.
+TRITON_DOT_ARCHS: dict[str, frozenset[str]] = {
+    "e4m3fn": frozenset({"gfx950", "sm_90"}),
+    "e4m3fnuz": frozenset({"gfx942"}),
+}
+TRITON_DOT_SCALED_ARCHS: dict[str, frozenset[str]] = {"e2m1": frozenset({"gfx950"})}
+
+
+def _simulated_arch_with(op: str, archs: frozenset[str]) -> None:
+    """Raise unless this process simulates an arch in ``archs`` under Triton's interpreter."""
+    info = detect()
+    if info.simulated != "triton-interpret":
+        raise RuntimeError("Triton runs here only under QHARNESS_SIMULATE=triton-interpret:<arch>")
+    if info.arch not in archs:
+        raise RuntimeError(f"{info.arch} has no {op} (only {', '.join(sorted(archs))})")
+
+
+def _register_triton_dot_probe(fmt_name: str) -> None:
+    @probe(f"triton.dot.{fmt_name}")
+    def triton_dot(device: torch.device) -> None:
+        _simulated_arch_with(f"FP8 {fmt_name} tl.dot", TRITON_DOT_ARCHS[fmt_name])
+        from harness.platform import triton_kernels
+
+        a, b_t = _fp8_operands(fmt_name, device)
+        _check(triton_kernels.dot(a, b_t.contiguous()), _PROBE_PRODUCT)
+
+
+for _fmt in sorted(TRITON_DOT_ARCHS):
+    _register_triton_dot_probe(_fmt)
+
+
+@probe("triton.dot_scaled.e2m1")
+def _triton_dot_scaled_e2m1(device: torch.device) -> None:
+    _simulated_arch_with("MXFP4 tl.dot_scaled", TRITON_DOT_SCALED_ARCHS["e2m1"])
+    from harness.core.formats import pack_fp4
+    from harness.platform import triton_kernels
+
+    a, b = _int_operands(_MX_M, _MX_N, _MX_K)
+    a, b = a.clamp(-6, 6), b.clamp(-6, 6)  # small integers are exact in e2m1
+    sa_codes = (127 + _pow2_grid(_MX_M, _MX_K // MX_BLOCK)).to(torch.uint8)
+    sb_codes = (127 + _pow2_grid(_MX_N, _MX_K // MX_BLOCK).flip(0)).to(torch.uint8)
+    a_codes, b_codes = encode(a, "e2m1"), encode(b, "e2m1")
+    out = triton_kernels.dot_scaled_e2m1(
+        pack_fp4(a_codes), sa_codes.contiguous(), pack_fp4(b_codes), sb_codes.contiguous()
+    )
+    a_val, b_val = decode(a_codes, "e2m1"), decode(b_codes, "e2m1")
+    want = _expected(a_val, e8m0_decode(sa_codes), b_val, e8m0_decode(sb_codes)).float()
+    _check(out.to(torch.bfloat16), want)

@@ -7,11 +7,14 @@ capability probe (`harness.platform.capabilities`), never inferred from the name
 from __future__ import annotations
 
 import functools
+import os
 import platform as _stdlib_platform
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
+
+from harness.platform.simulate import SIMULATED_ARCHS, key_of, simulation_from_environment
 
 # Architectures whose FP8 hardware format is e4m3fnuz (bias 8). Explicit table, no prefixes.
 FNUZ_ARCHS: frozenset[str] = frozenset({"gfx940", "gfx941", "gfx942"})
@@ -25,6 +28,9 @@ class PlatformInfo:
     torch_version: str
     cuda_version: str | None
     hip_version: str | None
+    # "triton-interpret" when a GPU arch is simulated on this CPU (harness.platform.simulate),
+    # None on real hardware. Then `arch` is the simulated arch and tensors stay on the CPU.
+    simulated: str | None = None
 
     @property
     def is_cuda_alike(self) -> bool:
@@ -45,15 +51,17 @@ class PlatformInfo:
         data["is_cuda_alike"] = self.is_cuda_alike
         data["fp8_format"] = self.fp8_format
         data["fp8_dtype"] = f"float8_{self.fp8_format}"
+        data["platform_key"] = platform_key(self)
         return data
 
 
 def platform_key(platform: PlatformInfo) -> str:
-    """The key per-platform tables are indexed by: "cpu", or the GPU architecture.
+    """The key per-platform tables are indexed by: "cpu", the GPU architecture, or
+    ``<simulator>-<arch>`` ("triton-interpret-gfx942") under simulation, never a real key.
 
-    Capability expectations and the native dispatch tables all use this one rule.
+    Capability expectations, the native dispatch tables and run ids all use this one rule.
     """
-    return "cpu" if platform.device == "cpu" else platform.arch
+    return key_of(platform.device, platform.arch, platform.simulated)
 
 
 def _gpu_arch() -> str:
@@ -65,7 +73,20 @@ def _gpu_arch() -> str:
 
 @functools.cache
 def detect() -> PlatformInfo:
-    """Detect the platform once per process."""
+    """Detect the platform once per process (``QHARNESS_SIMULATE`` names a simulated one)."""
+    simulation = simulation_from_environment(os.environ)
+    if simulation is not None:
+        host = _stdlib_platform.processor() or _stdlib_platform.machine() or "cpu"
+        product = SIMULATED_ARCHS[simulation.arch].device_name
+        return PlatformInfo(
+            device="cpu",
+            arch=simulation.arch,
+            name=f"{simulation.simulator} simulating {simulation.arch} ({product}) on {host}",
+            torch_version=torch.__version__,
+            cuda_version=None,
+            hip_version=None,
+            simulated=simulation.simulator,
+        )
     if torch.cuda.is_available():
         return PlatformInfo(
             device="rocm" if torch.version.hip else "cuda",

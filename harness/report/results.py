@@ -16,10 +16,10 @@ from typing import Any
 
 import torch
 
-import harness
 from harness.core.files import UnreadableFileError, read_regular_file
 from harness.errors import QHarnessError
 from harness.store.atomic import write_text_atomic
+from harness.version import __version__
 
 SCHEMA = "qharness.results/1"
 
@@ -56,7 +56,7 @@ def write_results(
             name: {"available": c.available, "detail": c.detail}
             for name, c in capabilities(platform).items()
         },
-        "versions": {"qharness": harness.__version__, "torch": torch.__version__},
+        "versions": {"qharness": __version__, "torch": torch.__version__},
         "summary": summarize(records),
         "records": sorted(records, key=lambda r: str(r["nodeid"])),
     }

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import QHarnessError
+from harness.platform.simulate import key_of
 from harness.store.atomic import point_symlink_atomic, write_bytes_atomic, write_text_atomic
 
 RESULTS_NAME = "results.json"
@@ -30,9 +31,13 @@ class RunDirError(QHarnessError):
 
 
 def platform_key(platform: dict[str, Any]) -> str:
-    """The platform's short name in run ids and report columns: ``cpu`` or the GPU arch."""
+    """The platform's short name in run ids and report columns: ``cpu``, the GPU arch, or
+    ``triton-interpret-<arch>`` for a simulated one (its own platform, never merged)."""
     device = str(platform.get("device", "unknown"))
-    return "cpu" if device == "cpu" else str(platform.get("arch") or device)
+    simulated = platform.get("simulated")
+    return key_of(
+        device, str(platform.get("arch") or device), str(simulated) if simulated else None
+    )
 
 
 def host_tag(hostname: str | None = None) -> str:

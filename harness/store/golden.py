@@ -45,7 +45,6 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save as st_save
 
-import harness
 from harness.core.files import (
     UnreadableFileError,
     check_regular_file,
@@ -56,6 +55,7 @@ from harness.core.files import (
 from harness.errors import EXIT_FAILED, EXIT_USAGE, QHarnessError, UnsafePathError
 from harness.store.locations import golden_root
 from harness.store.packing import PACKED_WIDTHS, pack_bits, packed_width, unpack_bits
+from harness.version import __version__
 
 MANIFEST_NAME = "MANIFEST.json"
 JOURNAL_NAME = ".refresh-journal"
@@ -512,7 +512,7 @@ class GoldenStore:
             "sha256": _sha256(raw),
             "bytes": len(raw),
             "generator": generator,
-            "harness_version": harness.__version__,
+            "harness_version": __version__,
             "torch_version": torch.__version__,
             "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }

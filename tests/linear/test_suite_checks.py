@@ -5,7 +5,6 @@ fail, with the first offending element where the check is element-wise."""
 from __future__ import annotations
 
 from dataclasses import replace
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -29,7 +28,6 @@ from harness.moe.checks import MOE_CHECKS, moe_block_checks
 from harness.moe.model import MoETrace
 from harness.moe.paths import get_moe_path
 from harness.paths import get_path
-from harness.paths.base import known_finding
 from harness.platform.info import detect
 from harness.plugin import RECORD_KEY
 
@@ -108,14 +106,6 @@ def test_record_checks_lets_a_known_finding_case_that_passes_pass(
 ) -> None:
     record_checks([passed("a")], known_finding="engine bug X")
     assert "known_finding" not in dict(request.node.user_properties)[RECORD_KEY]
-
-
-def test_known_finding_matches_case_ids_by_pattern() -> None:
-    plugin = SimpleNamespace(known_findings={"p-fp8_*-bf16": "bf16", "p-*-fp16": "fp16"})
-    assert known_finding(plugin, "p-fp8_per_channel-8x128x256-bias-bf16") == "bf16"
-    assert known_finding(plugin, "p-w_mxfp4-1x16x256-bias-fp16") == "fp16"
-    assert known_finding(plugin, "p-fp8_per_channel-8x128x256-bias-fp32") is None
-    assert known_finding(object(), "anything") is None
 
 
 # --------------------------------------------------------------------- linear

@@ -20,6 +20,7 @@ from harness.paths.base import Numerics, PathBase, Support
 from harness.paths.dispatch import choose
 from harness.platform import capabilities
 from harness.platform.info import PlatformInfo, platform_key
+from harness.platform.simulate import not_the_simulated_arch
 
 from .base import MoEProblem
 from .kernels import MOE_KERNELS, GroupedKernel
@@ -63,6 +64,8 @@ class NativeMoEPath(PathBase):
         return choice.kernel, choice.reason
 
     def supports(self, scheme: Scheme, problem: MoEProblem, platform: PlatformInfo) -> Support:
+        if platform.simulated:
+            return Support.no(not_the_simulated_arch(self.name, platform.simulated, platform.arch))
         kernel, reason = self.kernel_for(scheme, platform)
         if kernel is None:
             return Support.no(reason)

@@ -23,9 +23,7 @@ from quark.torch.quantization.config.config import (
     FP8E4M3PerTensorSpec,
 )
 
-from harness.core.quantize import QuantizedTensor
-from harness.core.schemes import QuantSpec
-from harness.paths.base import Support
+from harness import QuantizedTensor, QuantSpec, Support
 from qharness_quark import ENGINE
 
 # harness granularity -> (Quark's qscheme name, its config spec); per_row is a row of the

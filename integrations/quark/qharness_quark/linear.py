@@ -32,11 +32,16 @@ from quark.torch.quantization.config.config import (
     QLayerConfig,
 )
 
-from harness.core.quantize import QuantizedLinear
-from harness.core.schemes import Scheme
-from harness.core.spec import QuantSpec
-from harness.paths.base import LinearPathBase, LinearProblem, Numerics, Support
-from harness.platform.info import PlatformInfo
+from harness import (
+    LinearPathBase,
+    LinearProblem,
+    Numerics,
+    PlatformInfo,
+    QuantizedLinear,
+    QuantSpec,
+    Scheme,
+    Support,
+)
 from qharness_quark import ENGINE
 
 # The schemes Quark's imported linear runs here: FP8 e4m3fn weights per tensor or per

@@ -14,10 +14,7 @@ from __future__ import annotations
 import torch
 from quark.torch.kernel.hw_emulation.hw_emulation_interface import real_quantize_mxfp
 
-from harness.core.formats import encode
-from harness.core.quantize import QuantizedTensor
-from harness.core.schemes import MX_BLOCK, QuantSpec
-from harness.paths.base import Support
+from harness import MX_BLOCK, QuantizedTensor, QuantSpec, Support, encode
 from qharness_quark import ENGINE
 
 ELEMENTS = {"e2m1": "fp4", "e2m3": "fp6_e2m3", "e3m2": "fp6_e3m2"}

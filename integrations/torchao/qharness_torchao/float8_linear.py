@@ -32,10 +32,15 @@ from torchao.quantization.quantize_.workflows.float8.float8_tensor import (
     QuantizeTensorToFloat8Kwargs,
 )
 
-from harness.core.quantize import QuantizedLinear
-from harness.core.schemes import Scheme
-from harness.paths.base import LinearPathBase, LinearProblem, Numerics, Support
-from harness.platform.info import PlatformInfo
+from harness import (
+    LinearPathBase,
+    LinearProblem,
+    Numerics,
+    PlatformInfo,
+    QuantizedLinear,
+    Scheme,
+    Support,
+)
 from qharness_torchao import ENGINE
 
 # Schemes torchao's float8 linear runs from its tensor-level pieces here: e4m3fn weights

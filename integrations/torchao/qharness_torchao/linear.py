@@ -30,12 +30,21 @@ from torchao.prototype.mx_formats.utils import hp_data_dims_to_swizzled_scale_di
 from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerRow, quantize_
 from torchao.quantization.quantize_.common import KernelPreference
 
-from harness.core.formats import e8m0_encode, pack_fp4
-from harness.core.quantize import QuantizedLinear, QuantizedTensor
-from harness.core.schemes import MX_BLOCK, SCHEMES, Scheme
-from harness.core.spec import QuantSpec
-from harness.paths.base import LinearPathBase, LinearProblem, Numerics, Support
-from harness.platform.info import PlatformInfo
+from harness import (
+    MX_BLOCK,
+    SCHEMES,
+    LinearPathBase,
+    LinearProblem,
+    Numerics,
+    PlatformInfo,
+    QuantizedLinear,
+    QuantizedTensor,
+    QuantSpec,
+    Scheme,
+    Support,
+    e8m0_encode,
+    pack_fp4,
+)
 from qharness_torchao import ENGINE
 from qharness_torchao.quantizer import ELEMENT_DTYPES, MODES
 

@@ -18,10 +18,7 @@ import torch
 from torchao.prototype.mx_formats.config import ScaleCalculationMode
 from torchao.prototype.mx_formats.mx_tensor import MXTensor
 
-from harness.core.formats import e8m0_decode, unpack_fp4
-from harness.core.quantize import QuantizedTensor
-from harness.core.schemes import MX_BLOCK, QuantSpec
-from harness.paths.base import Support
+from harness import MX_BLOCK, QuantizedTensor, QuantSpec, Support, e8m0_decode, unpack_fp4
 from qharness_torchao import ENGINE
 
 ELEMENT_DTYPES: dict[str, torch.dtype | str] = {  # torchao names its FP6 dtypes by string

@@ -58,10 +58,17 @@ from vllm.model_executor.layers.quantization.compressed_tensors.schemes import (
     CompressedTensorsW8A8Fp8,
 )
 
-from harness.core.quantize import QuantizedLinear
-from harness.core.schemes import SCHEMES, WHOLE, Scheme
-from harness.paths.base import LinearPathBase, LinearProblem, Numerics, Support
-from harness.platform.info import PlatformInfo
+from harness import (
+    SCHEMES,
+    WHOLE,
+    LinearPathBase,
+    LinearProblem,
+    Numerics,
+    PlatformInfo,
+    QuantizedLinear,
+    Scheme,
+    Support,
+)
 from qharness_vllm import ENGINE
 from qharness_vllm.platform import cpu_fp8_ops
 

@@ -16,15 +16,17 @@ from dataclasses import dataclass, replace
 import torch
 from vllm.model_executor.layers.quantization.utils import w8a8_utils
 
-from harness.core.schemes import WHOLE, QuantSpec, Scheme
-from harness.loading.loaders import Loader
-from harness.loading.transforms import (
+from harness import (
+    WHOLE,
+    Loader,
     LoadState,
+    QuantSpec,
+    Scheme,
+    Support,
     contiguous_kernel_layout,
     merge_input_scales,
     scales_to_tile_grid,
 )
-from harness.paths.base import Support
 from qharness_vllm.platform import platform_for
 
 TORCH_FP8 = {"e4m3fn": torch.float8_e4m3fn, "e4m3fnuz": torch.float8_e4m3fnuz}

@@ -19,9 +19,7 @@ from vllm.config import VllmConfig, set_current_vllm_config
 from vllm.model_executor.layers.quantization.input_quant_fp8 import QuantFP8
 from vllm.model_executor.layers.quantization.utils.quant_utils import GroupShape
 
-from harness.core.quantize import QuantizedTensor
-from harness.core.schemes import WHOLE, QuantSpec
-from harness.paths.base import Support
+from harness import WHOLE, QuantizedTensor, QuantSpec, Support
 from qharness_vllm import ENGINE
 from qharness_vllm.platform import platform_for
 

@@ -1,0 +1,100 @@
+"""Known engine findings, declared by scheme and case fields rather than by test-id text.
+
+An engine adapter (a path or a quantizer) lists the documented findings its engine
+reproduces (docs/ENGINE-FINDINGS.md) as `KnownFinding` values in ``known_findings``. Each
+suite describes the case it runs as a `FindingCase` (its suite, scheme, linear problem,
+quantizer spec fields, named case) and asks `known_finding` which finding, if any, covers
+it; a case that matches and fails is recorded as an xfail with the finding's text, one
+that matches and passes passes (findings can depend on the data). Matching reads the
+case's fields, never how its test id is spelled, so a suite may change its ids without
+breaking an adapter.
+
+The older form, a ``dict[str, str]`` of fnmatch patterns over test ids -> text, is still
+accepted from third-party plugins and matched against `FindingCase.id`; it is deprecated,
+because it ties the adapter to the id format of every suite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatch
+
+import torch
+
+from harness.paths.base import LinearProblem
+
+# The suites that ask for findings; a finding may be limited to some of them.
+SUITES: frozenset[str] = frozenset(
+    {"linear", "loading", "special_values", "float32_activations", "quantizers"}
+)
+
+
+@dataclass(frozen=True)
+class FindingCase:
+    """What a finding may be declared on: the fields of one suite case.
+
+    Fields a suite has no value for stay at their defaults (a quantizer case has no
+    linear problem; a linear case has no scale mode of its own).
+    """
+
+    suite: str  # one of SUITES
+    scheme: str = ""  # the scheme name ("" for cases that have none, e.g. MX edge blocks)
+    problem: LinearProblem | None = None  # linear, loading and special-value cases
+    case: str = ""  # the suite's named case: loading case, special value, quantizer role
+    element_format: str = ""  # quantizer cases: the spec's element format
+    scale_mode: str = ""  # quantizer cases: the spec's scale rounding ("floor", "rceil", ...)
+    id: str = ""  # the test id; read only by the deprecated pattern form
+
+    @property
+    def out_dtype(self) -> torch.dtype | None:
+        return None if self.problem is None else self.problem.out_dtype
+
+
+CasePredicate = Callable[[FindingCase], bool]
+
+
+@dataclass(frozen=True)
+class KnownFinding:
+    """A documented engine finding and the cases that may reproduce it.
+
+    Every field left ``None`` matches any case; the others must all hold. ``when`` is any
+    further condition on the case's fields (a shape property such as ``K % 32 != 0``).
+    """
+
+    text: str  # the finding's write-up, recorded with each case that reproduces it
+    schemes: frozenset[str] | None = None
+    suites: frozenset[str] | None = None
+    out_dtypes: frozenset[torch.dtype] | None = None
+    cases: frozenset[str] | None = None  # FindingCase.case values
+    when: CasePredicate | None = None
+
+    def __post_init__(self) -> None:
+        unknown = set(self.suites or ()) - SUITES
+        if unknown:
+            known = sorted(SUITES)
+            raise ValueError(f"KnownFinding: unknown suites {sorted(unknown)}; known: {known}")
+
+    def matches(self, case: FindingCase) -> bool:
+        return (
+            (self.schemes is None or case.scheme in self.schemes)
+            and (self.suites is None or case.suite in self.suites)
+            and (self.out_dtypes is None or case.out_dtype in self.out_dtypes)
+            and (self.cases is None or case.case in self.cases)
+            and (self.when is None or bool(self.when(case)))
+        )
+
+
+FindingsDeclaration = Iterable[KnownFinding] | Mapping[str, str]
+
+
+def known_finding(plugin: object, case: FindingCase) -> str | None:
+    """The text of the first finding ``plugin`` declares that covers ``case``, if any.
+
+    ``known_findings`` is a sequence of `KnownFinding` (first match wins), or the
+    deprecated mapping of fnmatch patterns over test ids -> text (matched against
+    ``case.id``)."""
+    declared: FindingsDeclaration = getattr(plugin, "known_findings", None) or ()
+    if isinstance(declared, Mapping):
+        return next((text for pat, text in declared.items() if fnmatch(case.id, pat)), None)
+    return next((f.text for f in declared if f.matches(case)), None)

@@ -1,0 +1,88 @@
+"""Known engine findings match a case's fields (suite, scheme, problem, named case),
+never its test-id text; the deprecated id-pattern form still works for old plugins."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from harness import FindingCase, KnownFinding, LinearProblem
+from harness.paths.findings import known_finding
+
+BF16_8x128x256 = LinearProblem(8, 128, 256, True, torch.bfloat16)
+FP32_4x16x176 = LinearProblem(4, 16, 176, False, torch.float32)
+
+
+def linear(scheme: str, problem: LinearProblem) -> FindingCase:
+    return FindingCase("linear", scheme, problem, id="an id no finding reads")
+
+
+def test_each_field_left_none_matches_any_case() -> None:
+    anything = KnownFinding("always")
+    assert anything.matches(linear("fp8_per_tensor", BF16_8x128x256))
+    assert anything.matches(FindingCase("quantizers", case="edge_cases", scale_mode="rceil"))
+
+
+@pytest.mark.parametrize(
+    ("finding", "matches"),
+    [
+        (KnownFinding("s", schemes=frozenset({"fp8_per_block"})), True),
+        (KnownFinding("s", schemes=frozenset({"fp8_per_tensor"})), False),
+        (KnownFinding("s", suites=frozenset({"linear"})), True),
+        (KnownFinding("s", suites=frozenset({"loading"})), False),
+        (KnownFinding("s", out_dtypes=frozenset({torch.float32})), True),
+        (KnownFinding("s", out_dtypes=frozenset({torch.bfloat16})), False),
+        (KnownFinding("s", when=lambda c: c.problem is not None and c.problem.k % 32 != 0), True),
+        (KnownFinding("s", when=lambda c: c.problem is not None and c.problem.m > 4), False),
+        (KnownFinding("s", cases=frozenset({"nan"})), False),
+    ],
+)
+def test_every_declared_field_must_hold(finding: KnownFinding, matches: bool) -> None:
+    assert finding.matches(linear("fp8_per_block", FP32_4x16x176)) is matches
+
+
+def test_first_matching_finding_wins_and_none_is_none() -> None:
+    path = SimpleNamespace(
+        known_findings=(
+            KnownFinding("odd K", when=lambda c: c.problem is not None and c.problem.k % 32 != 0),
+            KnownFinding("fp32", out_dtypes=frozenset({torch.float32})),
+        )
+    )
+    assert known_finding(path, linear("x", FP32_4x16x176)) == "odd K"
+    assert known_finding(path, linear("x", LinearProblem(4, 16, 256, False, torch.float32))) == (
+        "fp32"
+    )
+    assert known_finding(path, linear("x", BF16_8x128x256)) is None
+    assert known_finding(object(), linear("x", BF16_8x128x256)) is None
+
+
+def test_quantizer_cases_match_on_spec_fields() -> None:
+    quantizer = SimpleNamespace(
+        known_findings=(
+            KnownFinding(
+                "floor", suites=frozenset({"quantizers"}), when=lambda c: c.scale_mode == "floor"
+            ),
+        )
+    )
+    floor = FindingCase("quantizers", case="edge_cases", element_format="e2m1", scale_mode="floor")
+    rceil = FindingCase("quantizers", case="edge_cases", element_format="e2m1", scale_mode="rceil")
+    assert known_finding(quantizer, floor) == "floor"
+    assert known_finding(quantizer, rceil) is None
+
+
+def test_an_unknown_suite_is_refused_when_declared() -> None:
+    with pytest.raises(ValueError, match="unknown suites"):
+        KnownFinding("typo", suites=frozenset({"linaer"}))
+
+
+def test_the_deprecated_pattern_form_matches_the_test_id() -> None:
+    plugin = SimpleNamespace(known_findings={"p-fp8_*-bf16": "bf16", "p-*-fp16": "fp16"})
+
+    def case(case_id: str) -> FindingCase:
+        return FindingCase("linear", id=case_id)
+
+    assert known_finding(plugin, case("p-fp8_per_channel-8x128x256-bias-bf16")) == "bf16"
+    assert known_finding(plugin, case("p-w_mxfp4-1x16x256-bias-fp16")) == "fp16"
+    assert known_finding(plugin, case("p-fp8_per_channel-8x128x256-bias-fp32")) is None
