@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.models.recipes import Recipe, tool_version
@@ -55,13 +56,13 @@ def content_key(model: TinyModel, recipe: Recipe | None) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _build(target: Path, make: object) -> Path:
+def _build(target: Path, make: Callable[[Path], object]) -> Path:
     if (target / "config.json").exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        make(staging)  # type: ignore[operator]
+        make(staging)
         os.replace(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
