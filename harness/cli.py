@@ -206,13 +206,17 @@ INHERITED_PYTEST_VARIABLES = frozenset(
 
 def _run_pytest(cmd: list[str], cwd: Path) -> int:
     """Run pytest as a child; SIGTERM to us is passed on, so the child ends its session and
-    writes what finished (partial). Ctrl-C reaches the child through the terminal."""
+    writes what finished (partial). Ctrl-C reaches the child through the terminal. The child
+    ends itself when we die (`harness.process.watch_parent`); one that died of a signal
+    before it could record anything returns pytest's "interrupted" status."""
     import signal
+
+    from harness.process import child_environment, child_was_signalled
 
     print("+ " + " ".join(cmd), flush=True)
     # A pytest session of our own: nothing of an enclosing one (an xdist worker's identity
     # would switch pytest-benchmark off) is inherited.
-    env = {k: v for k, v in os.environ.items() if k not in INHERITED_PYTEST_VARIABLES}
+    env = child_environment(os.environ, INHERITED_PYTEST_VARIABLES)
     child = subprocess.Popen(cmd, cwd=cwd, env=env)
 
     def forward(signum: int, frame: Any) -> None:
@@ -222,11 +226,31 @@ def _run_pytest(cmd: list[str], cwd: Path) -> int:
     try:
         while True:
             try:
-                return child.wait()
+                status = child.wait()
+                return PYTEST_INTERRUPTED if child_was_signalled(status) else status
             except KeyboardInterrupt:
                 continue  # the child got the same Ctrl-C; wait for it to write its results
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt_on_sigterm() -> None:
+    """Until a pytest child takes over, SIGTERM interrupts the CLI as Ctrl-C does (130)."""
+    import signal
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+def _discard_if_empty(run: Any) -> None:
+    """Remove a run directory that holds nothing (a run interrupted while starting)."""
+    import contextlib
+
+    for directory in (run.repro, run.path):
+        with contextlib.suppress(OSError):  # absent, or not empty: kept
+            directory.rmdir()
 
 
 def _pytest_args(args: argparse.Namespace) -> list[str]:
@@ -272,16 +296,9 @@ def _check_keyword_expression(pytest_args: list[str]) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    _interrupt_on_sigterm()
     from harness.platform.info import detect
-    from harness.report.rundir import LATEST_JSON, create_run_dir, new_run_id, update_latest
-    from harness.store.atomic import write_bytes_atomic
-    from harness.store.locations import (
-        benchmarks_dir,
-        content_root,
-        golden_root,
-        is_checkout,
-        suites_dir,
-    )
+    from harness.report.rundir import LATEST_JSON, create_run_dir, new_run_id
 
     reports = _caller_path(args.reports_dir) if args.reports_dir else default_reports_dir()
     out = _caller_path(args.out) if args.out else None
@@ -291,6 +308,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {args.out} is a directory; give a file name")
     _check_keyword_expression(_pytest_args(args))
     run = create_run_dir(reports, new_run_id(detect().to_json()))
+    try:
+        return _run_in(run, args, reports, out)
+    except KeyboardInterrupt:
+        _discard_if_empty(run)
+        raise
+
+
+def _run_in(run: Any, args: argparse.Namespace, reports: Path, out: Path | None) -> int:
+    """`run` once its run directory exists: pytest, benchmarks, the run's reports."""
+    from harness.store.locations import (
+        benchmarks_dir,
+        content_root,
+        golden_root,
+        is_checkout,
+        suites_dir,
+    )
+
     root = content_root()
     cmd = [
         sys.executable, "-m", "pytest", str(suites_dir()), f"--rootdir={root}",
@@ -316,15 +350,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             bench_failed = True
     print(f"run directory: {run.path}")
     if run.results.exists() and _promotes_to_latest(status, run.results):
-        write_run_reports(run)
-        update_latest(reports, run)
-        if out is not None:
-            write_bytes_atomic(out, run.results.read_bytes())
-            print(f"results also written to {out}")
-        from harness.report.render import render_report
-
-        print(render_report(run.results, baseline=None, max_rows=40))
-    elif status != 2:
+        print(finish_run(run, reports, out))
+    elif status == PYTEST_INTERRUPTED:
+        _discard_if_empty(run)
+        print(f"interrupted before any result was recorded: {reports / 'latest'} left as it "
+              "was", file=sys.stderr)  # fmt: skip
+    else:
         print(f"no results recorded: {reports / 'latest'} left as it was", file=sys.stderr)
     if status == 5:
         print("no tests ran: treating as a failure", file=sys.stderr)
@@ -332,6 +363,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     if bench_failed and status == 0:
         return EXIT_FAILED
     return exit_for_pytest(status)
+
+
+def finish_run(run: Any, reports: Path, out: Path | None) -> str:
+    """What a run does once its pytest wrote results: summary.md and report.html, the
+    ``latest`` pointer, the ``--out`` copy; returns the text report to print."""
+    from harness.report.render import render_report
+    from harness.report.rundir import update_latest
+    from harness.store.atomic import write_bytes_atomic
+
+    write_run_reports(run)
+    update_latest(reports, run)
+    if out is not None:
+        write_bytes_atomic(out, run.results.read_bytes())
+        print(f"results also written to {out}")
+    return render_report(run.results, baseline=None, max_rows=40)
 
 
 def write_run_reports(run: Any, history: Path | None = None) -> None:
@@ -349,6 +395,7 @@ def write_run_reports(run: Any, history: Path | None = None) -> None:
 
 # pytest's exit statuses (pytest.ExitCode) and this CLI's: pytest's 2-4 would otherwise collide
 # with "bad input" and "internal error".
+PYTEST_INTERRUPTED = 2
 _PYTEST_EXIT = {0: EXIT_OK, 1: EXIT_FAILED, 2: EXIT_INTERRUPTED, 3: EXIT_INTERNAL, 4: EXIT_USAGE}
 
 

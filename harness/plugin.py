@@ -132,6 +132,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(ActiveHooks(), "qharness-active")
     from harness.platform.devices import gpu_list_from_environment
     from harness.platform.threads import share_cores_among_workers
+    from harness.process import watch_parent
 
     try:
         if hasattr(config, "workerinput"):
@@ -139,6 +140,7 @@ def pytest_configure(config: pytest.Config) -> None:
             share_cores_among_workers(os.environ)
         else:
             gpu_list_from_environment(os.environ)  # refused before any worker starts
+            watch_parent(os.environ)  # end with the CLI that started us, even on SIGKILL
     except EnvironmentValueError as exc:
         raise pytest.UsageError(str(exc)) from None
     if not hasattr(config, "workerinput"):  # workers ship reports to the controller
@@ -152,13 +154,15 @@ def stop_gracefully_on_signals(session: pytest.Session) -> None:
     import signal
     import threading
 
+    from harness.process import stop_session
+
     if threading.current_thread() is not threading.main_thread():
         return
 
     def stop(signum: int, frame: Any) -> None:
         if session.shouldstop:
             raise KeyboardInterrupt(f"signal {signum}")
-        session.shouldstop = f"signal {signum}: stopping after the running test"
+        stop_session(session, f"signal {signum}: stopping after the running test")
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         if signal.getsignal(signum) is not signal.SIG_IGN:

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from harness.report.escape import one_line
+from harness.report.plain import plain_rows, plain_text
 from harness.report.regress import PEAK_GROWTH, SQNR_DROP_DB, Regression, find_regressions
 from harness.report.results import read_results
 from harness.report.runs import load_run
@@ -27,9 +28,9 @@ def _frame(doc: dict[str, Any]) -> pd.DataFrame:
         rows.append(
             {
                 "nodeid": r["nodeid"],
-                "suite": r.get("suite", "other"),
-                "scheme": r.get("scheme", "-"),
-                "path": r.get("path", "-"),
+                "suite": r.get("suite") or "other",  # null or absent: grouped, not dropped
+                "scheme": r.get("scheme") or "-",
+                "path": r.get("path") or "-",
                 "outcome": r["outcome"],
                 "reason": r.get("reason"),
                 "sqnr_db": metrics.get("sqnr_db"),
@@ -117,14 +118,16 @@ def render_report(
         lines.append(table.to_string())
     skipped = df[df["outcome"] == "skipped"]
     lines += ["", f"## Skips ({len(skipped)}), by reason", ""]
-    for reason, count in skipped["reason"].value_counts().items():
-        lines.append(f"- {count} x {one_line(reason, 2000)}")
+    for reason, count in skipped["reason"].value_counts(dropna=False).items():
+        lines.append(f"- {count} x {one_line(plain_text(reason) or '(no reason given)', 2000)}")
     if skipped.empty:
         lines.append("none")
     bad = df[df["outcome"].isin(["failed", "error"])]
     lines += ["", f"## Failures ({len(bad)})", ""]
-    for _, row in bad.head(max_rows).iterrows():
-        lines.append(f"- {one_line(row['nodeid'])}: {one_line(row['reason'], 2000)}")
+    for row in plain_rows(bad.head(max_rows), ["nodeid", "outcome", "reason"]):
+        lines.append(
+            f"- {one_line(row['nodeid'])}: {one_line(row['reason'] or row['outcome'], 2000)}"
+        )
     if bad.empty:
         lines.append("none")
     if len(bad) > max_rows:

@@ -1,0 +1,69 @@
+"""The run's processes: a signal stops the whole run, and no pytest outlives its CLI.
+
+`harness run` starts pytest as a child; with pytest-xdist that child is a controller whose
+own loop decides when the session ends. Three things keep a signalled or killed run sane:
+
+- `stop_session` sets the stop flag both of the pytest session and of the xdist
+  controller (which only looks at its own), so workers get no new tests and the session
+  ends as interrupted with every finished test recorded.
+- `watch_parent` (in the child) asks Linux to send it SIGTERM when the CLI that started it
+  dies, even by SIGKILL (``PR_SET_PDEATHSIG``), and stops at once if the CLI is already
+  gone; the child then stops gracefully, as on any SIGTERM.
+- `child_was_signalled`: a pytest child that died of a signal (before its handler was in
+  place, during start-up) counts as interrupted, not as a failed run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+PARENT_VARIABLE = "QHARNESS_PARENT_PID"  # set by the CLI for the pytest child it starts
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def stop_session(session: Any, reason: str) -> None:
+    """Stop ``session`` after its running tests, with or without pytest-xdist."""
+    session.shouldstop = reason
+    controller = session.config.pluginmanager.getplugin("dsession")
+    if controller is not None and not getattr(controller, "shouldstop", False):
+        controller.shouldstop = reason  # xdist's loop checks this one, not the session's
+
+
+def _set_parent_death_signal(signum: int) -> bool:
+    """Linux: deliver ``signum`` to this process when its parent dies; False elsewhere."""
+    if sys.platform != "linux":
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def watch_parent(environ: Mapping[str, str]) -> None:
+    """In a pytest child of the CLI: end with SIGTERM when the CLI dies (see module doc)."""
+    expected = environ.get(PARENT_VARIABLE, "")
+    if not expected.isdigit():
+        return  # not started by the CLI
+    if not _set_parent_death_signal(signal.SIGTERM):
+        return
+    if os.getppid() != int(expected):  # the CLI died before the request was in place
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def child_environment(environ: Mapping[str, str], drop: frozenset[str]) -> dict[str, str]:
+    """The environment of a pytest child: ``environ`` less ``drop``, naming its parent."""
+    env = {k: v for k, v in environ.items() if k not in drop}
+    env[PARENT_VARIABLE] = str(os.getpid())
+    return env
+
+
+def child_was_signalled(returncode: int) -> bool:
+    """A child process that ended by a signal (``Popen`` reports minus its number)."""
+    return returncode < 0
