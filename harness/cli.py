@@ -234,6 +234,18 @@ def _run_pytest(cmd: list[str], cwd: Path) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _load_plugins() -> None:
+    """Load every registered plugin before a run directory exists: a faulty one is one line
+    naming its entry point (`PluginError`), not a collection error inside pytest."""
+    from harness.loading.loaders import loaders
+    from harness.moe.paths import moe_paths
+    from harness.paths import linear_paths
+    from harness.quantizers import quantizers
+
+    for registry in (linear_paths, moe_paths, loaders, quantizers):
+        registry()
+
+
 def _interrupt_on_sigterm() -> None:
     """Until a pytest child takes over, SIGTERM interrupts the CLI as Ctrl-C does (130)."""
     import signal
@@ -307,6 +319,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if out is not None and out.is_dir():
         raise UsageError(f"--out {args.out} is a directory; give a file name")
     _check_keyword_expression(_pytest_args(args))
+    _load_plugins()
     run = create_run_dir(reports, new_run_id(detect().to_json()))
     try:
         return _run_in(run, args, reports, out)
@@ -696,15 +709,38 @@ def _validate_environment(args: argparse.Namespace) -> None:
         gpu_list_from_environment(os.environ)
 
 
+def _plugin_fault(exc: BaseException) -> str | None:
+    """The plugin whose code raised ``exc`` (its innermost frame in a plugin's package)."""
+    from harness.paths.registry import plugin_owning
+
+    tb = exc.__traceback__
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        module = str(frame.f_globals.get("__name__", ""))
+        owner = plugin_owning(module) if module.split(".")[0] != "harness" else None
+        if owner is not None:
+            where = f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}"
+            return f"{owner} raised {type(exc).__name__} at {where}"
+    return None
+
+
 def _internal_error(exc: BaseException) -> int:
-    """One line naming the exception and where it was raised, and how to see the traceback."""
+    """One line naming the exception and where it was raised, and how to see the traceback;
+    an exception raised by a plugin's code names the plugin instead (exit 2)."""
     import traceback
 
     if os.environ.get(TRACEBACK_VARIABLE):
         traceback.print_exception(exc)
+    message = " ".join(str(exc).split()) or "(no message)"
+    plugin = _plugin_fault(exc)
+    if plugin is not None:
+        print(f"error: plugin fault: {plugin}: {message[:300]}", file=sys.stderr)
+        return EXIT_USAGE
     frames = traceback.extract_tb(exc.__traceback__)
     where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
-    message = " ".join(str(exc).split()) or "(no message)"
     print(
         f"internal error: {type(exc).__name__}{where}: {message[:300]} -- this is a bug in "
         f"qharness; rerun with {TRACEBACK_VARIABLE}=1 for the traceback and report it",

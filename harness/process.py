@@ -11,6 +11,9 @@ own loop decides when the session ends. Three things keep a signalled or killed 
   gone; the child then stops gracefully, as on any SIGTERM.
 - `child_was_signalled`: a pytest child that died of a signal (before its handler was in
   place, during start-up) counts as interrupted, not as a failed run.
+
+`call_with_time_limit` bounds a call that may hang (a plugin's import) and says what it
+waits for when it is slow.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 PARENT_VARIABLE = "QHARNESS_PARENT_PID"  # set by the CLI for the pytest child it starts
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -67,3 +72,53 @@ def child_environment(environ: Mapping[str, str], drop: frozenset[str]) -> dict[
 def child_was_signalled(returncode: int) -> bool:
     """A child process that ended by a signal (``Popen`` reports minus its number)."""
     return returncode < 0
+
+
+class TimeLimitExceeded(Exception):
+    """`call_with_time_limit`: the call did not return in time."""
+
+
+NOTICE_AFTER_S = 10.0  # a slow call says what it is waiting for after this long
+
+
+def call_with_time_limit(fn: Callable[[], T], limit_s: float, waiting_for: str) -> T:
+    """``fn()``, ended with `TimeLimitExceeded` after ``limit_s`` seconds.
+
+    In the main thread of a POSIX process whose SIGALRM is free, a timer signal interrupts
+    the call even in a blocking sleep or lock; elsewhere the call runs to its end. Either
+    way a call slower than `NOTICE_AFTER_S` prints one line naming ``waiting_for``, so a
+    hang is never silent."""
+    import threading
+
+    done = threading.Event()
+
+    def notice() -> None:
+        if not done.wait(min(NOTICE_AFTER_S, limit_s / 2)):
+            print(f"still waiting for {waiting_for} ...", file=sys.stderr, flush=True)
+
+    threading.Thread(target=notice, daemon=True, name="qharness-notice").start()
+    alarm = getattr(signal, "SIGALRM", None)
+    can_alarm = (
+        alarm is not None
+        and threading.current_thread() is threading.main_thread()
+        and signal.getsignal(alarm) in (signal.SIG_DFL, None)
+        and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    )
+    if not can_alarm:
+        try:
+            return fn()
+        finally:
+            done.set()
+
+    def expire(signum: int, frame: Any) -> None:
+        raise TimeLimitExceeded(f"{waiting_for}: no answer in {limit_s:g} s")
+
+    assert alarm is not None
+    previous = signal.signal(alarm, expire)
+    signal.setitimer(signal.ITIMER_REAL, limit_s)
+    try:
+        return fn()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(alarm, previous)
+        done.set()
