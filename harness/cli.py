@@ -2,7 +2,8 @@
 
 These names, their options and their JSON outputs are a contract users script against;
 docs/CLI.md documents them. Exit status: 0 ok, 1 a check or test failed (or a regression was
-flagged), 2 bad input, 3 an unexpected internal error, 130 interrupted. Errors are one line on
+flagged), 2 bad input, 3 an unexpected internal error, 4 the file system refused a read or
+write, 130 interrupted. Errors are one line on
 stderr; never a traceback (set QHARNESS_TRACEBACK=1 to see one for an internal error).
 """
 
@@ -24,9 +25,11 @@ from harness.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
+    FileSystemError,
     QHarnessError,
     UnsafePathError,
     UsageError,
+    filesystem_fault,
 )
 from harness.store.locations import golden_root as shipped_golden_root
 
@@ -362,6 +365,7 @@ def _run_in(run: Any, args: argparse.Namespace, reports: Path, out: Path | None)
             print(f"benchmarks failed (pytest exit {bench_status})", file=sys.stderr)
             bench_failed = True
     print(f"run directory: {run.path}")
+    _refuse_rescued_results(run)
     if run.results.exists() and _promotes_to_latest(status, run.results):
         print(finish_run(run, reports, out))
     elif status == PYTEST_INTERRUPTED:
@@ -378,6 +382,18 @@ def _run_in(run: Any, args: argparse.Namespace, reports: Path, out: Path | None)
     return exit_for_pytest(status)
 
 
+def _refuse_rescued_results(run: Any) -> None:
+    """A run whose results could not be written into its run directory (read-only, full)
+    ends with the place they were kept instead (`harness.report.results.rescue_path`)."""
+    from harness.report.results import rescue_path
+
+    kept = rescue_path(run.results)
+    if not run.results.exists() and kept.is_file():
+        raise FileSystemError(
+            f"{run.results} could not be written; the run's results are kept in {kept}"
+        )
+
+
 def finish_run(run: Any, reports: Path, out: Path | None) -> str:
     """What a run does once its pytest wrote results: summary.md and report.html, the
     ``latest`` pointer, the ``--out`` copy; returns the text report to print."""
@@ -385,11 +401,17 @@ def finish_run(run: Any, reports: Path, out: Path | None) -> str:
     from harness.report.rundir import update_latest
     from harness.store.atomic import write_bytes_atomic
 
-    write_run_reports(run)
-    update_latest(reports, run)
-    if out is not None:
-        write_bytes_atomic(out, run.results.read_bytes())
-        print(f"results also written to {out}")
+    try:
+        write_run_reports(run)
+        update_latest(reports, run)
+        if out is not None:
+            write_bytes_atomic(out, run.results.read_bytes())
+            print(f"results also written to {out}")
+    except OSError as exc:
+        fault = filesystem_fault(exc)
+        if fault is None:
+            raise
+        raise FileSystemError(f"{fault}; the run's results are kept in {run.results}") from exc
     return render_report(run.results, baseline=None, max_rows=40)
 
 
@@ -761,5 +783,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:  # the one place a bug becomes one line and exit 3
-        return _internal_error(exc)
+        fault = filesystem_fault(exc)
+        if fault is None:
+            return _internal_error(exc)
+        print(f"error: {fault}", file=sys.stderr)
+        return fault.exit_code
     return status
