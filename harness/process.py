@@ -74,15 +74,13 @@ def child_was_signalled(returncode: int) -> bool:
     return returncode < 0
 
 
-class TimeLimitExceeded(Exception):
-    """`call_with_time_limit`: the call did not return in time."""
-
-
 NOTICE_AFTER_S = 10.0  # a slow call says what it is waiting for after this long
 
 
-def call_with_time_limit(fn: Callable[[], T], limit_s: float, waiting_for: str) -> T:
-    """``fn()``, ended with `TimeLimitExceeded` after ``limit_s`` seconds.
+def call_with_time_limit(
+    fn: Callable[[], T], limit_s: float, waiting_for: str, expired: Callable[[], BaseException]
+) -> T:
+    """``fn()``, ended by raising ``expired()`` after ``limit_s`` seconds.
 
     In the main thread of a POSIX process whose SIGALRM is free, a timer signal interrupts
     the call even in a blocking sleep or lock; elsewhere the call runs to its end. Either
@@ -111,7 +109,7 @@ def call_with_time_limit(fn: Callable[[], T], limit_s: float, waiting_for: str) 
             done.set()
 
     def expire(signum: int, frame: Any) -> None:
-        raise TimeLimitExceeded(f"{waiting_for}: no answer in {limit_s:g} s")
+        raise expired()
 
     assert alarm is not None
     previous = signal.signal(alarm, expire)

@@ -16,7 +16,7 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Generic, TypeVar
 
 from harness.errors import EnvironmentValueError, QHarnessError
-from harness.process import TimeLimitExceeded, call_with_time_limit
+from harness.process import call_with_time_limit
 
 T = TypeVar("T")
 
@@ -56,6 +56,10 @@ def _load(ep: EntryPoint, kind: type) -> Any:
     return _instantiate(ep.load(), kind)
 
 
+def _same(error: PluginError) -> PluginError:
+    return error
+
+
 def _fault(exc: BaseException) -> str:
     if isinstance(exc, SystemExit):
         return f"it called sys.exit({exc.code!r})"
@@ -75,15 +79,21 @@ def load_entry_points(group: str, kind: type[T], doc: str) -> list[T]:
         where = f"entry point {ep.name!r} ({ep.value}) in group {group}" + (
             f" of {dist.name} {dist.version}" if dist is not None else ""
         )
+        hung = PluginError(
+            f"{where} did not finish loading in {limit:g} s (does its import hang?); "
+            f"uninstall it, or raise {LOAD_LIMIT_VARIABLE}"
+        )
         try:
             obj = call_with_time_limit(
-                functools.partial(_load, ep, kind), limit, f"plugin {where} to load"
+                functools.partial(_load, ep, kind),
+                limit,
+                f"plugin {where} to load",
+                expired=functools.partial(_same, hung),
             )
-        except TimeLimitExceeded:
-            raise PluginError(
-                f"{where} did not finish loading in {limit:g} s (does its import hang?); "
-                f"uninstall it, or raise {LOAD_LIMIT_VARIABLE}"
-            ) from None
+        except PluginError as exc:
+            if exc is hung:
+                raise
+            raise PluginError(f"{where} failed to load: {_fault(exc)}") from exc
         except (Exception, SystemExit) as exc:
             raise PluginError(f"{where} failed to load: {_fault(exc)}") from exc
         try:
