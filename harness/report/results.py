@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import sys
 import tempfile
 from collections import Counter
@@ -91,6 +92,8 @@ class ResultsError(QHarnessError):
 OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
 # Metrics the report compares numerically; other metrics (kernel names, ...) are free-form.
 NUMERIC_METRICS = ("sqnr_db", "term_sqnr_db", "sqnr_floor_db", "peak_bytes")
+# Metrics that count something (bytes): finite and non-negative. SQNR may be inf (exact).
+COUNT_METRICS = ("peak_bytes",)
 PLATFORM_FIELDS = ("device", "arch", "name", "torch_version")
 
 
@@ -188,4 +191,6 @@ def _record_problem(record: Any) -> str | None:
         value = metrics.get(name)
         if value is not None and not _is_number(value):
             return f".metrics.{name} must be a number or null, got {_show(value)}"
+        if value is not None and name in COUNT_METRICS and not (0 <= value < math.inf):
+            return f".metrics.{name} must be a finite count >= 0 or null, got {_show(value)}"
     return None
