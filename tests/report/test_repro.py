@@ -53,6 +53,16 @@ def test_failing_case_bundle_reproduces_its_failure(tmp_path: Path) -> None:
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert "PASS: path emulated" in fixed.stdout
 
+    # on a machine without the plugin (the documented "any machine" case), and a typo
+    elsewhere = _run(tmp_path / "absent", "-m", "harness", "repro", str(bundle))
+    assert elsewhere.returncode == 2, elsewhere.stdout + elsewhere.stderr
+    assert "'vendor_nobias' is not installed here" in elsewhere.stderr
+    assert "--path emulated" in elsewhere.stderr
+    typo = _run(tmp_path, "-m", "harness", "repro", str(bundle), "--path", "emulatd")
+    assert typo.returncode == 2, typo.stdout + typo.stderr
+    assert "--path 'emulatd'" in typo.stderr
+    assert "internal error" not in elsewhere.stderr + typo.stderr
+
 
 def test_passing_tests_write_no_bundle(tmp_path: Path) -> None:
     node = NODEID.replace("vendor_nobias", "emulated")
