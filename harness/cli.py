@@ -771,7 +771,17 @@ def _internal_error(exc: BaseException) -> int:
     return EXIT_INTERNAL
 
 
+def _tolerate_narrow_output_encodings() -> None:
+    """A name the terminal's encoding cannot show (an ASCII-only locale, a non-ASCII plugin
+    name) is printed as a backslash escape, never a UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _tolerate_narrow_output_encodings()
     args = build_parser().parse_args(argv)
     try:
         _validate_environment(args)

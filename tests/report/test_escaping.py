@@ -89,3 +89,16 @@ def test_every_output_of_run_and_report_is_inert(tmp_path: Path) -> None:
     _assert_inert(out.read_text(), "report --out")
     _assert_inert(short.read_text(), "report --summary")
     _assert_inert(html.read_text(), "report --html", markdown=False)
+
+
+def test_report_under_an_ascii_only_output_encoding(tmp_path: Path) -> None:
+    """A non-ASCII plugin name printed where stdout is ASCII-only: shown escaped, no crash."""
+    path = tmp_path / "r.json"
+    doc = _doc()
+    doc["records"] = [
+        {"nodeid": "suites/t.py::t[π]", "scheme": "fp8", "path": "путь", "outcome": "failed"}
+    ]
+    path.write_text(json.dumps(doc))
+    done = run_cli("report", "--results", str(path), env={"PYTHONIOENCODING": "ascii"})
+    assert done.returncode == 0, done.stderr
+    assert "\\u043f" in done.stdout  # "п", the path's first letter, as an escape
