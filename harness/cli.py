@@ -2,7 +2,8 @@
 
 These names, their options and their JSON outputs are a contract users script against;
 docs/CLI.md documents them. Exit status: 0 ok, 1 a check or test failed (or a regression was
-flagged), 2 bad input, 3 an unexpected internal error, 130 interrupted. Errors are one line on
+flagged), 2 bad input, 3 an unexpected internal error, 4 the file system refused a read or
+write, 130 interrupted. Errors are one line on
 stderr; never a traceback (set QHARNESS_TRACEBACK=1 to see one for an internal error).
 """
 
@@ -24,9 +25,11 @@ from harness.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
+    FileSystemError,
     QHarnessError,
     UnsafePathError,
     UsageError,
+    filesystem_fault,
 )
 from harness.store.locations import golden_root as shipped_golden_root
 
@@ -233,13 +236,17 @@ INHERITED_PYTEST_VARIABLES = frozenset(
 
 def _run_pytest(cmd: list[str], cwd: Path) -> int:
     """Run pytest as a child; SIGTERM to us is passed on, so the child ends its session and
-    writes what finished (partial). Ctrl-C reaches the child through the terminal."""
+    writes what finished (partial). Ctrl-C reaches the child through the terminal. The child
+    ends itself when we die (`harness.process.watch_parent`); one that died of a signal
+    before it could record anything returns pytest's "interrupted" status."""
     import signal
+
+    from harness.process import child_environment, child_was_signalled
 
     print("+ " + " ".join(cmd), flush=True)
     # A pytest session of our own: nothing of an enclosing one (an xdist worker's identity
     # would switch pytest-benchmark off) is inherited.
-    env = {k: v for k, v in os.environ.items() if k not in INHERITED_PYTEST_VARIABLES}
+    env = child_environment(os.environ, INHERITED_PYTEST_VARIABLES)
     child = subprocess.Popen(cmd, cwd=cwd, env=env)
 
     def forward(signum: int, frame: Any) -> None:
@@ -249,11 +256,43 @@ def _run_pytest(cmd: list[str], cwd: Path) -> int:
     try:
         while True:
             try:
-                return child.wait()
+                status = child.wait()
+                return PYTEST_INTERRUPTED if child_was_signalled(status) else status
             except KeyboardInterrupt:
                 continue  # the child got the same Ctrl-C; wait for it to write its results
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _load_plugins() -> None:
+    """Load every registered plugin before a run directory exists: a faulty one is one line
+    naming its entry point (`PluginError`), not a collection error inside pytest."""
+    from harness.loading.loaders import loaders
+    from harness.moe.paths import moe_paths
+    from harness.linear.paths import linear_paths
+    from harness.quantizers import quantizers
+
+    for registry in (linear_paths, moe_paths, loaders, quantizers):
+        registry()
+
+
+def _interrupt_on_sigterm() -> None:
+    """Until a pytest child takes over, SIGTERM interrupts the CLI as Ctrl-C does (130)."""
+    import signal
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+def _discard_if_empty(run: Any) -> None:
+    """Remove a run directory that holds nothing (a run interrupted while starting)."""
+    import contextlib
+
+    for directory in (run.repro, run.path):
+        with contextlib.suppress(OSError):  # absent, or not empty: kept
+            directory.rmdir()
 
 
 def _pytest_args(args: argparse.Namespace) -> list[str]:
@@ -299,16 +338,9 @@ def _check_keyword_expression(pytest_args: list[str]) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    _interrupt_on_sigterm()
     from harness.platform.info import detect
-    from harness.report.rundir import LATEST_JSON, create_run_dir, new_run_id, update_latest
-    from harness.store.atomic import write_bytes_atomic
-    from harness.store.locations import (
-        benchmarks_dir,
-        content_root,
-        golden_root,
-        is_checkout,
-        suites_dir,
-    )
+    from harness.report.rundir import LATEST_JSON, create_run_dir, new_run_id
 
     reports = _caller_path(args.reports_dir) if args.reports_dir else default_reports_dir()
     out = _caller_path(args.out) if args.out else None
@@ -317,8 +349,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     if out is not None and out.is_dir():
         raise UsageError(f"--out {args.out} is a directory; give a file name")
     _check_keyword_expression(_pytest_args(args))
-    apply_simulation(args)
+    apply_simulation(args)  # before plugins import their kernels
+    _load_plugins()
     run = create_run_dir(reports, new_run_id(detect().to_json()))
+    try:
+        return _run_in(run, args, reports, out)
+    except KeyboardInterrupt:
+        _discard_if_empty(run)
+        raise
+
+
+def _run_in(run: Any, args: argparse.Namespace, reports: Path, out: Path | None) -> int:
+    """`run` once its run directory exists: pytest, benchmarks, the run's reports."""
+    from harness.store.locations import (
+        benchmarks_dir,
+        content_root,
+        golden_root,
+        is_checkout,
+        suites_dir,
+    )
+
     root = content_root()
     cmd = [
         sys.executable, "-m", "pytest", str(suites_dir()), f"--rootdir={root}",
@@ -343,16 +393,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"benchmarks failed (pytest exit {bench_status})", file=sys.stderr)
             bench_failed = True
     print(f"run directory: {run.path}")
+    _refuse_rescued_results(run)
     if run.results.exists() and _promotes_to_latest(status, run.results):
-        write_run_reports(run)
-        update_latest(reports, run)
-        if out is not None:
-            write_bytes_atomic(out, run.results.read_bytes())
-            print(f"results also written to {out}")
-        from harness.report.render import render_report
-
-        print(render_report(run.results, baseline=None, max_rows=40))
-    elif status != 2:
+        print(finish_run(run, reports, out))
+    elif status == PYTEST_INTERRUPTED:
+        _discard_if_empty(run)
+        print(f"interrupted before any result was recorded: {reports / 'latest'} left as it "
+              "was", file=sys.stderr)  # fmt: skip
+    else:
         print(f"no results recorded: {reports / 'latest'} left as it was", file=sys.stderr)
     if status == 5:
         print("no tests ran: treating as a failure", file=sys.stderr)
@@ -360,6 +408,39 @@ def cmd_run(args: argparse.Namespace) -> int:
     if bench_failed and status == 0:
         return EXIT_FAILED
     return exit_for_pytest(status)
+
+
+def _refuse_rescued_results(run: Any) -> None:
+    """A run whose results could not be written into its run directory (read-only, full)
+    ends with the place they were kept instead (`harness.report.results.rescue_path`)."""
+    from harness.report.results import rescue_path
+
+    kept = rescue_path(run.results)
+    if not run.results.exists() and kept.is_file():
+        raise FileSystemError(
+            f"{run.results} could not be written; the run's results are kept in {kept}"
+        )
+
+
+def finish_run(run: Any, reports: Path, out: Path | None) -> str:
+    """What a run does once its pytest wrote results: summary.md and report.html, the
+    ``latest`` pointer, the ``--out`` copy; returns the text report to print."""
+    from harness.report.render import render_report
+    from harness.report.rundir import update_latest
+    from harness.store.atomic import write_bytes_atomic
+
+    try:
+        write_run_reports(run)
+        update_latest(reports, run)
+        if out is not None:
+            write_bytes_atomic(out, run.results.read_bytes())
+            print(f"results also written to {out}")
+    except OSError as exc:
+        fault = filesystem_fault(exc)
+        if fault is None:
+            raise
+        raise FileSystemError(f"{fault}; the run's results are kept in {run.results}") from exc
+    return render_report(run.results, baseline=None, max_rows=40)
 
 
 def write_run_reports(run: Any, history: Path | None = None) -> None:
@@ -377,6 +458,7 @@ def write_run_reports(run: Any, history: Path | None = None) -> None:
 
 # pytest's exit statuses (pytest.ExitCode) and this CLI's: pytest's 2-4 would otherwise collide
 # with "bad input" and "internal error".
+PYTEST_INTERRUPTED = 2
 _PYTEST_EXIT = {0: EXIT_OK, 1: EXIT_FAILED, 2: EXIT_INTERRUPTED, 3: EXIT_INTERNAL, 4: EXIT_USAGE}
 
 
@@ -683,15 +765,38 @@ def _validate_environment(args: argparse.Namespace) -> None:
         simulation_from_environment(os.environ)  # a bad QHARNESS_SIMULATE: usage error
 
 
+def _plugin_fault(exc: BaseException) -> str | None:
+    """The plugin whose code raised ``exc`` (its innermost frame in a plugin's package)."""
+    from harness.registry import plugin_owning
+
+    tb = exc.__traceback__
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        module = str(frame.f_globals.get("__name__", ""))
+        owner = plugin_owning(module) if module.split(".")[0] != "harness" else None
+        if owner is not None:
+            where = f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}"
+            return f"{owner} raised {type(exc).__name__} at {where}"
+    return None
+
+
 def _internal_error(exc: BaseException) -> int:
-    """One line naming the exception and where it was raised, and how to see the traceback."""
+    """One line naming the exception and where it was raised, and how to see the traceback;
+    an exception raised by a plugin's code names the plugin instead (exit 2)."""
     import traceback
 
     if os.environ.get(TRACEBACK_VARIABLE):
         traceback.print_exception(exc)
+    message = " ".join(str(exc).split()) or "(no message)"
+    plugin = _plugin_fault(exc)
+    if plugin is not None:
+        print(f"error: plugin fault: {plugin}: {message[:300]}", file=sys.stderr)
+        return EXIT_USAGE
     frames = traceback.extract_tb(exc.__traceback__)
     where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
-    message = " ".join(str(exc).split()) or "(no message)"
     print(
         f"internal error: {type(exc).__name__}{where}: {message[:300]} -- this is a bug in "
         f"qharness; rerun with {TRACEBACK_VARIABLE}=1 for the traceback and report it",
@@ -700,7 +805,17 @@ def _internal_error(exc: BaseException) -> int:
     return EXIT_INTERNAL
 
 
+def _tolerate_narrow_output_encodings() -> None:
+    """A name the terminal's encoding cannot show (an ASCII-only locale, a non-ASCII plugin
+    name) is printed as a backslash escape, never a UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _tolerate_narrow_output_encodings()
     args = build_parser().parse_args(argv)
     try:
         _validate_environment(args)
@@ -712,5 +827,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:  # the one place a bug becomes one line and exit 3
-        return _internal_error(exc)
+        fault = filesystem_fault(exc)
+        if fault is None:
+            return _internal_error(exc)
+        print(f"error: {fault}", file=sys.stderr)
+        return fault.exit_code
     return status

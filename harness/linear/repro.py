@@ -21,7 +21,8 @@ from harness.core.quantize import QuantizedLinear, QuantizedTensor
 from harness.core.schemes import get_scheme
 from harness.linear.cases import OUT_DTYPES
 from harness.linear.checks import ExpectedOutput, linear_checks
-from harness.linear.paths import get_path
+from harness.linear.paths import get_path, linear_paths
+from harness.paths import LinearPath
 from harness.paths.base import is_reference
 from harness.platform.info import detect
 from harness.store.repro import Bundle, ReproError
@@ -61,6 +62,22 @@ class ReproVerdict:
         return "\n".join([f"{verdict}: path {self.path} (output {same} the bundle's)", *lines])
 
 
+def _installed_path(name: str, chosen: bool) -> LinearPath:
+    """The path to re-run: a ``--path`` typo, or a bundle's path that is not installed on
+    this machine (a bundle travels; its engine may not), is a `ReproError` naming it."""
+    try:
+        return get_path(name)
+    except KeyError:
+        known = ", ".join(sorted(linear_paths()))
+        if chosen:
+            raise ReproError(f"--path {name!r} is no path here; known: {known}") from None
+        raise ReproError(
+            f"the bundle's path {name!r} is not installed here (its plugin is on the machine "
+            f"that failed); rerun with --path emulated to check the case against the "
+            f"reference, or another of: {known}"
+        ) from None
+
+
 def rerun_linear(bundle: Bundle, path_name: str | None = None) -> ReproVerdict:
     case: dict[str, Any] = bundle.meta.get("case") or {}
     t = bundle.tensors
@@ -87,7 +104,7 @@ def rerun_linear(bundle: Bundle, path_name: str | None = None) -> ReproVerdict:
         x = t["x"]
     except KeyError as exc:
         raise ReproError(f"linear bundle lacks {exc}") from None
-    path = get_path(path_name)
+    path = _installed_path(path_name, chosen=path_name != str(case.get("path")))
     device = detect().torch_device
     layer, x = layer.to(device), x.to(device)
     y = path.forward(layer, x, out_dtype).cpu()

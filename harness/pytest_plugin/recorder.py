@@ -22,13 +22,15 @@ def stop_gracefully_on_signals(session: pytest.Session) -> None:
     import signal
     import threading
 
+    from harness.process import stop_session
+
     if threading.current_thread() is not threading.main_thread():
         return
 
     def stop(signum: int, frame: Any) -> None:
         if session.shouldstop:
             raise KeyboardInterrupt(f"signal {signum}")
-        session.shouldstop = f"signal {signum}: stopping after the running test"
+        stop_session(session, f"signal {signum}: stopping after the running test")
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         if signal.getsignal(signum) is not signal.SIG_IGN:

@@ -96,18 +96,18 @@ def _regressions(report: NightlyReport) -> str:
 
 
 def _failures(report: NightlyReport, page_dir: Path) -> str:
-    if report.failures.empty:
+    if not report.failures:
         return "<p>none</p>"
     rows = []
-    for _, f in report.failures.iterrows():
+    for f in report.failures:
         link = "no bundle"
-        if f["repro"]:
-            href = os.path.relpath(f["repro"], page_dir)
-            link = f'<a href="{html_text(href)}">{html_text(Path(f["repro"]).name)}</a>'
+        if f.repro:
+            href = os.path.relpath(f.repro, page_dir)
+            link = f'<a href="{html_text(href)}">{html_text(Path(f.repro).name)}</a>'
         rows.append(
-            f"<tr><td>{html_text(f['platform'])}</td><td><code>{html_text(f['nodeid'])}</code><br>"
-            f'<span class="muted">{html_text(f["reason"] or f["outcome"], 400)}</span></td>'
-            f"<td><code>{html_text(f['since'])}</code></td><td>{link}</td></tr>"
+            f"<tr><td>{html_text(f.platform)}</td><td><code>{html_text(f.nodeid)}</code><br>"
+            f'<span class="muted">{html_text(f.reason or f.outcome, 400)}</span></td>'
+            f"<td><code>{html_text(f.since)}</code></td><td>{link}</td></tr>"
         )
     return (
         "<table><tr><th>platform</th><th>test and reason</th><th>failing since</th>"
@@ -116,12 +116,12 @@ def _failures(report: NightlyReport, page_dir: Path) -> str:
 
 
 def _skips(report: NightlyReport) -> str:
-    if report.skips.empty:
+    if not report.skips:
         return "<p>none</p>"
     rows = "".join(
-        f'<tr><td>{html_text(s["platform"])}</td><td class="num">{int(s["count"])}</td>'
-        f"<td>{html_text(s['reason'], 400)}</td></tr>"
-        for _, s in report.skips.iterrows()
+        f'<tr><td>{html_text(s.platform)}</td><td class="num">{s.count}</td>'
+        f"<td>{html_text(s.reason or '(no reason given)', 400)}</td></tr>"
+        for s in report.skips
     )
     return f"<table><tr><th>platform</th><th>tests</th><th>reason</th></tr>{rows}</table>"
 

@@ -55,15 +55,13 @@ def regression_lines(report: NightlyReport) -> list[str]:
 
 
 def failure_lines(report: NightlyReport, new_only: bool) -> list[str]:
-    rows = report.failures
-    if new_only:
-        rows = rows[rows["since"] == rows["run_id"]]
     return [
-        f"- {md_inline(row['platform'])} {md_inline(row['nodeid'], 200)}: "
-        f"{md_inline(row['reason'] or row['outcome'], 200)}"
-        + (f" (failing since {md_inline(row['since'])})" if row["since"] != row["run_id"] else "")
-        + (f" — repro {md_inline(row['repro'])}" if row["repro"] else "")
-        for _, row in rows.iterrows()
+        f"- {md_inline(f.platform)} {md_inline(f.nodeid, 200)}: "
+        f"{md_inline(f.reason or f.outcome, 200)}"
+        + ("" if f.is_new else f" (failing since {md_inline(f.since)})")
+        + (f" — repro {md_inline(f.repro)}" if f.repro else "")
+        for f in report.failures
+        if f.is_new or not new_only
     ]
 
 
@@ -110,14 +108,13 @@ def full_markdown(report: NightlyReport) -> str:
     lines += ["", f"## Failures ({len(fails)})", "", *(list(_capped(fails, 200)) or ["none"])]
     lines += [
         "",
-        f"## Skips by reason ({int(report.skips['count'].sum()) if len(report.skips) else 0})",
+        f"## Skips by reason ({sum(s.count for s in report.skips)})",
         "",
     ]
-    for _, row in report.skips.iterrows():
-        lines.append(
-            f"- {md_inline(row['platform'])}: {int(row['count'])} x {md_inline(row['reason'])}"
-        )
-    if report.skips.empty:
+    for skip in report.skips:
+        reason = skip.reason or "(no reason given)"
+        lines.append(f"- {md_inline(skip.platform)}: {skip.count} x {md_inline(reason)}")
+    if not report.skips:
         lines.append("none")
     lines += [f"- note: {md_inline(n)}" for n in report.notes]
     return "\n".join(lines) + "\n"

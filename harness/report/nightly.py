@@ -3,7 +3,8 @@
 `build_report` takes the runs to report (one per platform: the newest given wins, older ones
 of the same platform join the history), an optional history store and an optional baseline
 run, and computes everything the Markdown and HTML renderers show; the renderers only
-format it.
+format it. Failures and skips leave the frames here, through `plain_rows`, as plain rows
+whose missing fields are ``None`` (never pandas' NA or NaN).
 """
 
 from __future__ import annotations
@@ -15,10 +16,35 @@ import pandas as pd
 
 from harness.report.frame import COLUMNS, typed
 from harness.report.matrix import Cell, build_matrix
+from harness.report.plain import plain_rows, plain_text
 from harness.report.regress import BAD, Regression, find_regressions
 from harness.report.runs import LoadedRun, load_run
 from harness.store.history import HistoryStore
 from harness.store.repro import bundle_filename
+
+
+@dataclass(frozen=True)
+class FailureRow:
+    """One failing (failed, error or xfailed) test of a reported run."""
+
+    platform: str
+    run_id: str
+    nodeid: str
+    outcome: str
+    reason: str | None  # None: the record gave none
+    since: str  # the first run of its trailing streak of failing runs
+    repro: str | None  # the repro bundle's path, None when the run wrote none
+
+    @property
+    def is_new(self) -> bool:
+        return self.since == self.run_id
+
+
+@dataclass(frozen=True)
+class SkipRow:
+    platform: str
+    reason: str | None  # None: skipped without a reason
+    count: int
 
 
 @dataclass
@@ -29,8 +55,8 @@ class NightlyReport:
     history: pd.DataFrame  # every known row (history + given runs), for plots and streaks
     matrix: dict[tuple[str, str], dict[str, Cell]]
     regressions: list[Regression]
-    failures: pd.DataFrame  # platform, run_id, nodeid, outcome, reason, since, repro
-    skips: pd.DataFrame  # platform, reason, count
+    failures: list[FailureRow]
+    skips: list[SkipRow]  # most frequent first within each platform
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -112,19 +138,35 @@ def build_report(
     frame = typed(pd.concat([r.frame for r in current.values()], ignore_index=True))
     if frame.empty:
         frame = typed(pd.DataFrame(columns=list(COLUMNS)))
-    failures = frame[frame["outcome"].isin(BAD)].copy()
-    failures["since"] = _failing_since(every, failures) if len(failures) else []
-    failures["repro"] = [
-        _repro_link(current[p], n)
-        for p, n in zip(failures["platform"], failures["nodeid"], strict=True)
+    failing = frame[frame["outcome"].isin(BAD)]
+    since = _failing_since(every, failing) if len(failing) else []
+    failures = [
+        FailureRow(
+            platform=str(row["platform"]),
+            run_id=str(row["run_id"]),
+            nodeid=str(row["nodeid"]),
+            outcome=str(row["outcome"]),
+            reason=plain_text(row["reason"]),
+            since=first,
+            repro=_repro_link(current[str(row["platform"])], str(row["nodeid"])),
+        )
+        for row, first in zip(
+            plain_rows(failing, ["platform", "run_id", "nodeid", "outcome", "reason"]),
+            since,
+            strict=True,
+        )
     ]
     skipped = frame[frame["outcome"] == "skipped"]
-    skips = (
+    counted = (
         skipped.groupby(["platform", "reason"], dropna=False)
         .size()
         .reset_index(name="count")
-        .sort_values(["platform", "count"], ascending=[True, False])
+        .sort_values(["platform", "count"], ascending=[True, False], kind="stable")
     )
+    skips = [
+        SkipRow(str(row["platform"]), plain_text(row["reason"]), int(row["count"]))
+        for row in plain_rows(counted, ["platform", "reason", "count"])
+    ]
     return NightlyReport(
         runs=current,
         baselines=baselines,

@@ -1,8 +1,10 @@
 """Nightly report: summarize a results file and flag regressions against a baseline.
 
-The text report of one results file (`report --results`). Regressions come from
-`harness.report.regress` (one linear comparison); every string from the results file is
-folded to one line, so a reason with newlines cannot start a section of its own.
+The text report of one results file (`report --results`, and what `run` prints). Regressions
+come from `harness.report.regress` (one linear comparison); every string from the results
+file goes through `md_inline` (the regression lines, which scripts grep, through
+`one_line`): one inert line, so a reason with newlines cannot start a section of its own
+and no tag, terminal escape or bidi control gets through.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from harness.report.escape import one_line
+from harness.report.escape import md_inline, one_line
+from harness.report.plain import plain_rows, plain_text
 from harness.report.regress import PEAK_GROWTH, SQNR_DROP_DB, Regression, find_regressions
 from harness.report.results import read_results
 from harness.report.runs import load_run
@@ -27,9 +30,10 @@ def _frame(doc: dict[str, Any]) -> pd.DataFrame:
         rows.append(
             {
                 "nodeid": r["nodeid"],
-                "suite": r.get("suite", "other"),
-                "scheme": r.get("scheme", "-"),
-                "path": r.get("path", "-"),
+                # null or absent: grouped, not dropped; names are table labels, made inert
+                "suite": md_inline(r.get("suite") or "other"),
+                "scheme": md_inline(r.get("scheme") or "-"),
+                "path": md_inline(r.get("path") or "-"),
                 "outcome": r["outcome"],
                 "reason": r.get("reason"),
                 "sqnr_db": metrics.get("sqnr_db"),
@@ -97,9 +101,11 @@ def render_report(
     df = _frame(doc)
     p = doc["platform"]
     lines = [
-        f"# qharness report: {p['device']}/{p['arch']} ({p['name']}), torch {p['torch_version']}",
+        f"# qharness report: {md_inline(p['device'])}/{md_inline(p['arch'])} "
+        f"({md_inline(p['name'])}), torch {md_inline(p['torch_version'])}",
         "",
-        f"results: {results} (created {doc['created']}, pytest exit {doc['exitstatus']})",
+        f"results: {md_inline(results, 1000)} (created {md_inline(doc['created'])}, "
+        f"pytest exit {doc['exitstatus']})",
         "",
         "## Outcomes by suite and path",
         "",
@@ -117,14 +123,16 @@ def render_report(
         lines.append(table.to_string())
     skipped = df[df["outcome"] == "skipped"]
     lines += ["", f"## Skips ({len(skipped)}), by reason", ""]
-    for reason, count in skipped["reason"].value_counts().items():
-        lines.append(f"- {count} x {one_line(reason, 2000)}")
+    for reason, count in skipped["reason"].value_counts(dropna=False).items():
+        lines.append(f"- {count} x {md_inline(plain_text(reason) or '(no reason given)', 2000)}")
     if skipped.empty:
         lines.append("none")
     bad = df[df["outcome"].isin(["failed", "error"])]
     lines += ["", f"## Failures ({len(bad)})", ""]
-    for _, row in bad.head(max_rows).iterrows():
-        lines.append(f"- {one_line(row['nodeid'])}: {one_line(row['reason'], 2000)}")
+    for row in plain_rows(bad.head(max_rows), ["nodeid", "outcome", "reason"]):
+        lines.append(
+            f"- {md_inline(row['nodeid'])}: {md_inline(row['reason'] or row['outcome'], 2000)}"
+        )
     if bad.empty:
         lines.append("none")
     if len(bad) > max_rows:

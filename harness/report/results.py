@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
+import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,7 @@ from typing import Any
 import torch
 
 from harness.core.files import UnreadableFileError, read_regular_file
-from harness.errors import QHarnessError
+from harness.errors import QHarnessError, filesystem_fault
 from harness.store.atomic import write_text_atomic
 from harness.version import __version__
 
@@ -37,11 +40,19 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
 INTERRUPTED = 2  # pytest's ExitCode.INTERRUPTED: Ctrl-C, or SIGTERM turned into one by the plugin
 
 
+def rescue_path(path: Path) -> Path:
+    """Where results go when the file system refuses ``path``: the temporary directory."""
+    path = Path(path)
+    return Path(tempfile.gettempdir()) / "qharness-rescued" / f"{path.parent.name}-{path.name}"
+
+
 def write_results(
     path: Path, records: list[dict[str, Any]], exitstatus: int, partial: bool | None = None
-) -> None:
-    """Write the results file atomically. ``partial`` (default: the run was interrupted)
-    marks a file holding only the tests that finished; history and reports treat it so."""
+) -> Path:
+    """Write the results file atomically; returns where it went. ``partial`` (default: the
+    run was interrupted) marks a file holding only the tests that finished; history and
+    reports treat it so. A run's finished tests are never lost to a file-system fault
+    (read-only or full run directory): they go to `rescue_path`, and a line says so."""
     from harness.platform.capabilities import capabilities
     from harness.platform.info import detect
 
@@ -60,7 +71,18 @@ def write_results(
         "summary": summarize(records),
         "records": sorted(records, key=lambda r: str(r["nodeid"])),
     }
-    write_text_atomic(path, json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n")
+    text = json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n"
+    try:
+        write_text_atomic(path, text)
+        return Path(path)
+    except OSError as exc:
+        fault = filesystem_fault(exc)
+        if fault is None:
+            raise
+        kept = rescue_path(path)
+        write_text_atomic(kept, text)
+        print(f"qharness: {fault}; the results are kept in {kept}", file=sys.stderr)
+        return kept
 
 
 class ResultsError(QHarnessError):
@@ -70,6 +92,8 @@ class ResultsError(QHarnessError):
 OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
 # Metrics the report compares numerically; other metrics (kernel names, ...) are free-form.
 NUMERIC_METRICS = ("sqnr_db", "term_sqnr_db", "sqnr_floor_db", "peak_bytes")
+# Metrics that count something (bytes): finite and non-negative. SQNR may be inf (exact).
+COUNT_METRICS = ("peak_bytes",)
 PLATFORM_FIELDS = ("device", "arch", "name", "torch_version")
 
 
@@ -167,4 +191,6 @@ def _record_problem(record: Any) -> str | None:
         value = metrics.get(name)
         if value is not None and not _is_number(value):
             return f".metrics.{name} must be a number or null, got {_show(value)}"
+        if value is not None and name in COUNT_METRICS and not (0 <= value < math.inf):
+            return f".metrics.{name} must be a finite count >= 0 or null, got {_show(value)}"
     return None

@@ -60,7 +60,10 @@ def read_bundle(path: Path) -> Bundle:
 
     path = Path(path)
     if not path.is_file():
-        raise ReproError(f"repro bundle {path} does not exist")
+        if not path.exists():
+            raise ReproError(f"repro bundle {path} does not exist")
+        kind = "a directory" if path.is_dir() else "not a regular file (a FIFO, socket, device)"
+        raise ReproError(f"repro bundle {path} is {kind}; name a repro/<test>.safetensors file")
     try:
         with safe_open(str(path), framework="pt") as handle:
             raw = (handle.metadata() or {}).get("qharness")

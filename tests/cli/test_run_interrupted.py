@@ -68,3 +68,98 @@ def test_interrupted_run_keeps_finished_tests_marked_partial(
     assert json.loads((reports / "latest.json").read_text()) == doc
     added = run_cli("history", "add", str(latest.resolve()), "--history", str(tmp_path / "h"))
     assert "partial run" in added.stderr
+
+
+XDIST_SUBSET = "test_linear and fp8_per_tensor"  # 156 tests: seconds on two workers
+XDIST_TOTAL = 156
+
+
+def _start_run(reports: Path, workers: str, subset: str) -> subprocess.Popen[str]:
+    """`harness run` in a session of its own, its output readable line by line."""
+    cmd = [sys.executable, "-m", "harness", "run", "--reports-dir", str(reports)]
+    return subprocess.Popen(
+        [*cmd, "--workers", workers, "--", "-k", subset],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        start_new_session=True,
+        preexec_fn=_like_a_terminal,
+    )
+
+
+def _read_until(child: subprocess.Popen[str], pattern: str) -> str:
+    assert child.stdout is not None
+    seen = ""
+    wanted = re.compile(pattern)
+    deadline = time.monotonic() + 300
+    while not wanted.search(seen) and time.monotonic() < deadline:
+        char = child.stdout.read(1)
+        if not char:
+            break
+        seen += char
+    assert wanted.search(seen), seen
+    return seen
+
+
+def test_sigterm_to_the_cli_stops_an_xdist_run(tmp_path: Path) -> None:
+    """CI cancels a job with SIGTERM to the CLI alone: the xdist controller must stop too."""
+    reports = tmp_path / "reports"
+    child = _start_run(reports, "2", XDIST_SUBSET)
+    seen = _read_until(child, r"(?m)^\.{3}")
+    child.send_signal(signal.SIGTERM)  # the CLI only, not its process group
+    rest, _ = child.communicate(timeout=300)
+    assert child.returncode == 130, seen + rest
+    doc = json.loads((reports / "latest" / "results.json").read_text())
+    assert doc["partial"] is True, seen + rest
+    assert 0 < doc["summary"]["total"] < XDIST_TOTAL, doc["summary"]
+    assert (reports / "latest" / "summary.md").is_file()
+
+
+def test_sigterm_while_pytest_starts_is_an_interruption(tmp_path: Path) -> None:
+    """A SIGTERM before any test ran: exit 130, and no empty run directory left behind."""
+    reports = tmp_path / "reports"
+    child = _start_run(reports, "0", SUBSET)
+    seen = _read_until(child, r"(?m)^\+ .*pytest")  # the child is starting, nothing ran
+    child.send_signal(signal.SIGTERM)
+    rest, _ = child.communicate(timeout=300)
+    assert child.returncode == 130, seen + rest
+    assert "interrupted" in rest
+    assert not any(p.is_dir() for p in reports.iterdir()), list(reports.iterdir())
+
+
+def _processes_naming(text: str) -> list[int]:
+    """Pids of live processes whose command line contains ``text`` (Linux /proc)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if text in cmdline and state != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
+def test_sigkill_of_the_cli_leaves_no_pytest_running(tmp_path: Path) -> None:
+    """The whole linear suite would run for minutes; its pytest must end within seconds of
+    the CLI's death (it stops gracefully, as on SIGTERM)."""
+    reports = tmp_path / "reports"
+    child = _start_run(reports, "0", "test_linear")
+    seen = _read_until(child, r"(?m)^\.{3}")
+    assert [p for p in _processes_naming(str(reports)) if p != child.pid], seen
+    child.kill()
+    child.wait(timeout=60)
+    deadline = time.monotonic() + 30
+    try:
+        while _processes_naming(str(reports)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _processes_naming(str(reports)) == [], "pytest outlived the CLI"
+    finally:
+        for pid in _processes_naming(str(reports)):
+            os.kill(pid, signal.SIGKILL)

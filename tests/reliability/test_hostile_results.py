@@ -18,6 +18,7 @@ from reliability_helpers import assert_clear_error, tree_fingerprint
 from harness.cli import main
 from harness.errors import EXIT_USAGE
 from harness.report.results import SCHEMA, ResultsError, read_results
+from tests.conftest import run_cli
 
 PROBES = settings(max_examples=40, deadline=None)
 
@@ -213,3 +214,16 @@ def test_null_case_fields_are_valid(tmp_path: Path) -> None:
     target = tmp_path / "results.json"
     target.write_text(json.dumps(doc))
     assert len(read_results(target)["records"]) == 3
+
+
+@pytest.mark.parametrize("value", ["Infinity", "-Infinity", "NaN", "-1"])
+def test_a_peak_that_is_no_byte_count_is_refused_not_crashed_on(tmp_path: Path, value: str) -> None:
+    """JSON readers take Infinity and NaN: a peak of them passed validation, then the
+    report's integer conversion crashed (exit 3)."""
+    doc = json.dumps(VALID).replace('"peak_bytes": 1024', f'"peak_bytes": {value}', 1)
+    path = tmp_path / "results.json"
+    path.write_text(doc)
+    _check(path, "records[0].metrics.peak_bytes")
+    done = run_cli("report", "--results", str(path))
+    assert done.returncode == 2, done.stderr
+    assert "peak_bytes" in done.stderr

@@ -13,7 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.store.repro import bundle_filename, read_bundle
+import pytest
+
+from harness.store.repro import ReproError, bundle_filename, read_bundle
 from tests.conftest import REPO_ROOT
 from tests.paths.test_external_path import ONE, _install_fake_distribution
 
@@ -53,6 +55,16 @@ def test_failing_case_bundle_reproduces_its_failure(tmp_path: Path) -> None:
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert "PASS: path emulated" in fixed.stdout
 
+    # on a machine without the plugin (the documented "any machine" case), and a typo
+    elsewhere = _run(tmp_path / "absent", "-m", "harness", "repro", str(bundle))
+    assert elsewhere.returncode == 2, elsewhere.stdout + elsewhere.stderr
+    assert "'vendor_nobias' is not installed here" in elsewhere.stderr
+    assert "--path emulated" in elsewhere.stderr
+    typo = _run(tmp_path, "-m", "harness", "repro", str(bundle), "--path", "emulatd")
+    assert typo.returncode == 2, typo.stdout + typo.stderr
+    assert "--path 'emulatd'" in typo.stderr
+    assert "internal error" not in elsewhere.stderr + typo.stderr
+
 
 def test_passing_tests_write_no_bundle(tmp_path: Path) -> None:
     node = NODEID.replace("vendor_nobias", "emulated")
@@ -76,3 +88,12 @@ def test_a_file_that_is_not_a_bundle_is_a_one_line_error(tmp_path: Path) -> None
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_directory_or_fifo_as_a_bundle_says_what_it_is(tmp_path: Path) -> None:
+
+    fifo = tmp_path / "fifo.safetensors"
+    os.mkfifo(fifo)
+    for path, what in ((tmp_path, "is a directory"), (fifo, "not a regular file")):
+        with pytest.raises(ReproError, match=what):
+            read_bundle(path)
