@@ -199,3 +199,27 @@ def test_every_weight_block_along_k_matters_to_the_output(name: str) -> None:
                 assert worst > 10, (
                     f"{name} {shape}: weight block ({r}, {c}) moves outputs {worst:.3g}x the bound"
                 )
+
+
+@pytest.mark.parametrize(
+    "name", sorted(n for n, s in SCHEMES.items() if s.weight.scale_fmt.per_tensor_level)
+)
+def test_two_level_block_scales_stay_in_the_block_formats_normal_range(name: str) -> None:
+    """`row_decades` spreads the rows only as far as the block level holds: every block
+    scale of the linear inputs is a normal value of its format (none subnormal or zero)."""
+    scheme = get_scheme(name)
+    for shape in LINEAR_SHAPES:
+        inputs = linear_inputs(name, shape)
+        layer = quantize_linear(inputs["w"], None, scheme, calibration=inputs["calibration"])
+        operands = [("weight", layer.weight)]
+        if scheme.activation is not None:
+            operands.append(
+                ("activation", quantize(inputs["x"], scheme.activation, layer.input_scale))
+            )
+        for role, q in operands:
+            element = q.spec.scale_fmt.element
+            assert element is not None
+            fmt = get_format(element)
+            smallest = float(q.scale.min())
+            assert smallest >= fmt.min_normal, f"{name} {shape} {role}: block scale {smallest}"
+            assert float(q.scale.max()) <= fmt.max_finite
