@@ -5,15 +5,18 @@ and of each other. Values are rounded to bfloat16, as real model weights and act
 are, and stored in the goldens, so a change in torch's RNG shows up as a stale golden rather
 than a silent change of inputs. Magnitudes follow the scheme's scale tiles along both axes:
 rows with a scale each span 1e-4..1e4, groups of rows (128-row blocks) spread 1e-2..1e2,
-column blocks along K (1x32 MX, 1x128 / 128x128 FP8) only a factor 4 either way (every block
-of a dot product must matter to its output, so a one-block scale error is visible), and
-elements that share one scale span 0.1..10: tiles get different scales and none rounds to
-all zeros.
+column blocks along K (1x32 MX, 1x16 NVFP4, 1x128 / 128x128 FP8) only a factor 4 either
+way (every block of a dot product must matter to its output, so a one-block scale error is
+visible), and elements that share one scale span 0.1..10: tiles get different scales and
+none rounds to all zeros. The row spread shrinks where the scale format's block level
+cannot hold it (`row_decades`): NVFP4's E4M3 block scales span 4.46 decades under one
+per-tensor scale, so its rows span about 10^-0.83..10^0.83, not 1e-4..1e4.
 
 `plant_corners` then writes the values a quantizer gets wrong first into chosen tiles, at
-positions where the quantizer really sees them (after the tile's scale): exact ties between
-two codes at several binades, subnormals of the element format, the clamp bound itself and,
-where a scale allows it, values beyond it.
+positions where the quantizer really sees them (after the tile's scale, for two-level
+formats block scale times per-tensor scale): exact ties between two codes at several
+binades, subnormals of the element format, the clamp bound itself and, where a scale
+allows it, values beyond it.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import torch
 
 from harness.core.formats import get_format, magnitudes
 from harness.core.quantize import tile_amax, tile_shape
-from harness.core.scales import compute_scale
+from harness.core.scales import compute_global_scale, compute_scale
 from harness.core.schemes import QuantSpec
 
 WIDE_DECADES = 4.0  # 1e-4 .. 1e4 across independently scaled rows or blocks
@@ -35,6 +38,11 @@ NARROW_DECADES = 1.0  # 0.1 .. 10 across elements that share a scale
 # moves an output by far more than the float32 accumulation bound (~K * 2^-24 relative).
 K_BLOCK_DECADES = 0.602
 UNQUANTIZED_BLOCK = (1, 32)  # unquantized activations get MX-like variety all the same
+# What else spreads the block maxima of one tensor, beyond its rows and column blocks: the
+# largest |N(0,1)| of a 16-element block lies in 0.5..4.5 (below 0.5 with probability 2e-7
+# per block), a decade; a planted tile's peak is rounded up to a power of two, and a
+# static scale too (a factor 2 each, 0.3 decades each).
+BLOCK_MAXIMA_DECADES = 1.6
 
 
 def seed_for(name: str) -> int:
@@ -53,13 +61,32 @@ def _log_spread(n: int, decades: float, gen: torch.Generator) -> torch.Tensor:
     return (10.0**exponents)[torch.randperm(n, generator=gen)]
 
 
+def row_decades(spec: QuantSpec | None) -> float:
+    """Half-width (log10) of the spread across independently scaled rows: WIDE_DECADES, or
+    less where the block scales of one tensor cannot span that far at full precision.
+
+    The scale format's `ScaleFormat.block_decades` (E8M0 and float32: 76, far beyond; the
+    E4M3 block level of NVFP4: log10(448 / 2^-6) = 4.46 relative to its per-tensor scale)
+    holds the rows' spread (twice this), the column blocks' (2 * K_BLOCK_DECADES) and the
+    variation of block maxima (BLOCK_MAXIMA_DECADES); past it, small rows' block scales
+    would round to E4M3 subnormals or zero and their tiles to all zeros.
+    """
+    if spec is None:
+        return WIDE_DECADES
+    room = (spec.scale_fmt.block_decades - 2 * K_BLOCK_DECADES - BLOCK_MAXIMA_DECADES) / 2
+    if room <= 0:
+        raise ValueError(f"scale format {spec.scale_fmt.name} cannot hold the column spread")
+    return min(WIDE_DECADES, room)
+
+
 def scaled_normal(name: str, rows: int, cols: int, spec: QuantSpec | None) -> torch.Tensor:
     """A [rows, cols] bf16-valued float32 tensor whose spread matches ``spec``'s tiles.
 
-    Rows sharing a scale span NARROW_DECADES. Rows with a scale each span WIDE_DECADES;
-    groups of rows with one scale per group (128-row blocks) spread WIDE_DECADES / 2 from
-    group to group, as do column blocks. Every tile thus has its own order of magnitude,
-    and no element is zero: randn's rare exact zeros become 1, and bf16 holds the range.
+    Rows sharing a scale span NARROW_DECADES. Rows with a scale each span `row_decades`
+    (WIDE_DECADES unless the scale format holds less); groups of rows with one scale per
+    group (128-row blocks) spread half that from group to group; column blocks spread
+    K_BLOCK_DECADES. Every tile thus has its own order of magnitude, and no element is
+    zero: randn's rare exact zeros become 1, and bf16 holds the range.
     """
     gen = generator(name)
     x = torch.randn(rows, cols, generator=gen)
@@ -67,11 +94,12 @@ def scaled_normal(name: str, rows: int, cols: int, spec: QuantSpec | None) -> to
     block_rows, block_cols = UNQUANTIZED_BLOCK if spec is None else spec.block
     br = rows if block_rows is None else min(block_rows, rows)
     bc = cols if block_cols is None else min(block_cols, cols)
+    wide = row_decades(spec)
     if br == 1:
-        x = x * _log_spread(rows, WIDE_DECADES, gen)[:, None]
+        x = x * _log_spread(rows, wide, gen)[:, None]
     else:
         x = x * _log_spread(rows, NARROW_DECADES, gen)[:, None]
-        row_groups = _log_spread(-(-rows // br), WIDE_DECADES / 2, gen)
+        row_groups = _log_spread(-(-rows // br), wide / 2, gen)
         x = x * row_groups.repeat_interleave(br)[:rows, None]
     col_blocks = _log_spread(-(-cols // bc), K_BLOCK_DECADES, gen)
     x = x * col_blocks.repeat_interleave(bc)[None, :cols]
@@ -151,42 +179,74 @@ def plant_corners(
     The tile's scale is made a power of two s: with ``static_scale`` (a power of two, a
     calibrated activation scale) it is that; otherwise the tile's largest element becomes
     qmax * s, s the smallest power of two keeping every other element within it, and the
-    scale rule is asked which scale that gives (E8M0 ``ceil`` doubles it). Then ties, the
-    format's subnormals and, with ``beyond`` (static scales, where values past the bound
-    are what calibration did not see), the values of `beyond_points` are written as
-    multiples of that scale with seeded signs. Rows other than 0 are left as they are.
+    scale rule is asked which scale that gives (E8M0 ``ceil`` doubles it). Two-level
+    formats make the tile's block scale times the per-tensor scale s instead
+    (`_two_level_corner_scale`). Then ties, the format's subnormals and, with ``beyond``
+    (static scales, where values past the bound are what calibration did not see), the
+    values of `beyond_points` are written as multiples of that scale with seeded signs.
+    Rows other than 0 are left as they are.
     """
     gen = generator(f"{name}/corners")
     out = x.clone().float()
     rows, cols = out.shape
     br, bc = tile_shape(spec, out.shape)
     tile = out[: min(br, rows), : min(bc, cols)]
-    if static_scale is None:
+    two_level = spec.scale_fmt.per_tensor_level
+    if two_level:
+        scale = _two_level_corner_scale(out, tile, spec, static_scale)
+    elif static_scale is None:
         peak = float(tile.abs().max())
         s = _power_of_two_at_least(peak / spec.qmax)
         tile[0, 0] = spec.qmax * s
-        if spec.scale_fmt.per_tensor_level:
-            # Two levels (E4M3 x FP32) give no power-of-two scale, and multiples of the
-            # effective one are no bf16 values: corners are planted in units of s (near
-            # ties, not on them; tests/core/test_nvfp4.py plants NVFP4's exact edges).
-            scale = s
-        else:
-            scale = float(compute_scale(tile_amax(tile, spec)[:1, :1], spec).reshape(()))
+        scale = float(compute_scale(tile_amax(tile, spec)[:1, :1], spec).reshape(()))
     else:
         scale = static_scale
     points = tie_points(spec.format) + subnormal_points(spec.format)
     if beyond:
         points += beyond_points(spec)
-    width = tile.shape[1] - (0 if static_scale is not None else 1)
+    width = tile.shape[1] - (0 if static_scale is not None and not two_level else 1)
     points = points[:width]
     values = torch.tensor(points, dtype=torch.float64) * scale * _signs(len(points), gen).double()
     start = tile.shape[1] - len(points)
     tile[0, start:] = values.float()
+    if two_level and static_scale is None and float(out.abs().max()) != spec.qmax * scale:
+        raise AssertionError(f"{name}: a planted value exceeds the tile's peak qmax * scale")
     if not bool((out.to(torch.bfloat16).float() == out).all()):
         raise AssertionError(f"{name}: planted corner values are not bfloat16 values")
     if bool((out == 0).any()):
         raise AssertionError(f"input {name} contains zeros; inputs must not")
     return out
+
+
+def _two_level_corner_scale(
+    out: torch.Tensor, tile: torch.Tensor, spec: QuantSpec, static_scale: float | None
+) -> float:
+    """Make the first tile's effective scale, float32(block scale * per-tensor scale), the
+    power of two s, and return it; ``tile[0, 0]`` becomes qmax * s.
+
+    s is ``static_scale`` (the calibrated per-tensor scale is then that of a batch whose
+    peak is qmax * s, `calibration_batch`) or the smallest power of two with qmax * s at
+    or above the tensor's peak, so qmax * s = 6 * 2^j is the tensor's peak and sets its
+    per-tensor scale. Derivation, all float32 (docs/SCHEMES.md#nvfp4), for a tile of peak
+    6 * 2^j, or with a static scale any peak from 6 * 2^j up (the block scale saturates):
+    g = fl(6 * 2^j / (6 * 448)) = 2^(j-6) * fl(1/7), fl(1/7) = 9586981 * 2^-26;
+    block = RNE_E4M3(fl(fl(peak / 6) / g)) = 448 (the quotient is 448 * (1 - 3 * 2^-26),
+    or beyond 448 and saturated); fl(448 * g) = 2^j * fl(7 * 9586981 * 2^-26) =
+    2^j * fl(1 + 3 * 2^-26) = 2^j. Multiples of 2^j by ties of 3 significant bits are
+    bf16 values, and x / 2^j is exact: the quantizer sees the exact ties. The scale rules
+    themselves are asked, and a result other than s raises (a format with other constants).
+    """
+    if static_scale is None:
+        s = _power_of_two_at_least(float(out.abs().max()) / spec.qmax)
+    else:
+        s = static_scale
+    tile[0, 0] = spec.qmax * s
+    g = compute_global_scale(torch.tensor(spec.qmax * s), spec)
+    block = compute_scale(tile_amax(tile, spec)[:1, :1], spec, g)
+    scale = float((block * g).reshape(()))
+    if scale != s:
+        raise AssertionError(f"two-level corner scale {scale} is not the power of two {s}")
+    return scale
 
 
 def static_scale_for(x: torch.Tensor, spec: QuantSpec) -> float:

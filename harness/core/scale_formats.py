@@ -17,13 +17,14 @@ the stored form; a value the format cannot hold raises instead of rounding. Choo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from harness.core.fastcodec import decode_fast, e8m0_encode_fast, encode_fast
-from harness.core.formats import e8m0_decode
+from harness.core.formats import e8m0_decode, get_format
 
 StoreFn = Callable[[torch.Tensor], torch.Tensor]
 E4M3_SCALE_ELEMENT = "e4m3fn"  # the element format an E4M3 block scale is a value of
@@ -66,6 +67,10 @@ class ScaleFormat:
     power_of_two: bool  # every scale is a power of two (the E8M0 modes pick its exponent)
     nan_for_nonfinite_block: bool  # a tile holding NaN or Inf gets the NaN scale, by rule
     per_tensor_level: bool  # a float32 scale per tensor multiplies the block scales
+    # Largest / smallest normal scale the block level holds: how far apart the tiles of one
+    # tensor may lie with every scale at full precision (relative: a two-level format's
+    # per-tensor scale places the range; a one-level minifloat's is also absolute).
+    block_range: float
     store: StoreFn  # float32 scale values -> stored tensor (lossless; raises otherwise)
     load: StoreFn  # stored tensor -> float32 scale values, bit for bit
     element: str | None = None  # the minifloat element format the block scales are values of
@@ -75,6 +80,20 @@ class ScaleFormat:
         """Bytes of the per-tensor level (a float32), none for one-level formats."""
         return 4 if self.per_tensor_level else 0
 
+    @property
+    def block_decades(self) -> float:
+        """``block_range`` in orders of magnitude (log10)."""
+        return math.log10(self.block_range)
+
+
+def _normal_range(element: str) -> float:
+    """Largest / smallest normal value of a minifloat scale format (E4M3: 448 / 2^-6)."""
+    fmt = get_format(element)
+    return fmt.max_finite / fmt.min_normal
+
+
+_FP32_INFO = torch.finfo(torch.float32)
+
 
 FP32 = ScaleFormat(
     "fp32",
@@ -83,6 +102,7 @@ FP32 = ScaleFormat(
     power_of_two=False,
     nan_for_nonfinite_block=False,
     per_tensor_level=False,
+    block_range=_FP32_INFO.max / _FP32_INFO.tiny,
     store=_fp32_scale,
     load=_fp32_scale,
 )
@@ -93,6 +113,7 @@ E8M0 = ScaleFormat(
     power_of_two=True,
     nan_for_nonfinite_block=True,
     per_tensor_level=False,
+    block_range=2.0**254,  # 2^-127 .. 2^127
     store=e8m0_encode_fast,  # the reference's codes and errors, faster
     load=e8m0_decode,
 )
@@ -103,6 +124,7 @@ E4M3 = ScaleFormat(
     power_of_two=False,
     nan_for_nonfinite_block=True,
     per_tensor_level=False,
+    block_range=_normal_range(E4M3_SCALE_ELEMENT),
     store=e4m3_scale_encode,
     load=e4m3_scale_decode,
     element=E4M3_SCALE_ELEMENT,
@@ -114,6 +136,7 @@ E4M3_X_FP32 = ScaleFormat(
     power_of_two=False,
     nan_for_nonfinite_block=True,
     per_tensor_level=True,
+    block_range=_normal_range(E4M3_SCALE_ELEMENT),  # 4.46 decades
     store=e4m3_scale_encode,
     load=e4m3_scale_decode,
     element=E4M3_SCALE_ELEMENT,

@@ -268,3 +268,12 @@ def test_one_level_e4m3_block_scales_match_the_oracle_with_global_one() -> None:
         assert np.array_equal(q.codes.numpy(), codes)
         assert np.array_equal(q.scale.numpy(), block)
     assert float(quantize(x, spec).scale[2, 1]) == 0.0
+
+
+def test_scale_format_block_ranges() -> None:
+    """The block level's range: E4M3's largest over its smallest normal value (448 / 2^-6);
+    E8M0 2^-127 .. 2^127; float32 its normal range."""
+    assert SCALE_FORMATS["e4m3"].block_range == E4M3_X_FP32.block_range == 448 * 2.0**6
+    assert SCALE_FORMATS["e8m0"].block_range == 2.0**254
+    info = torch.finfo(torch.float32)
+    assert SCALE_FORMATS["fp32"].block_range == info.max / info.tiny
