@@ -187,9 +187,7 @@ class AiterFusedMoEPath(PathBase):
         )
 
     def _mode(self, scheme: Scheme, platform: PlatformInfo) -> tuple[FusedMoEMode | None, str]:
-        c = choose(
-            self.table, MODES, platform_key(platform), scheme, f"{self.name} table", __name__
-        )
+        c = choose(self.table, MODES, platform_key(platform), scheme, self.name, __name__)
         return c.kernel, c.reason
 
     def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
