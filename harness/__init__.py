@@ -74,6 +74,12 @@ _EXPORTS: dict[str, str] = {
     # mixture of experts
     "MoEPath": "harness.moe.paths.base",
     "MoEProblem": "harness.moe.paths.base",
+    "MoELayer": "harness.moe.model",
+    "MoETrace": "harness.moe.model",
+    "Routing": "harness.moe.model",
+    "quantize_operand": "harness.moe.model",
+    "silu_and_mul": "harness.moe.model",
+    "combine": "harness.moe.model",
     # quantizers
     "Quantizer": "harness.quantizers.base",
     # checkpoint loading: the loader type and the transforms adapters compose
@@ -118,8 +124,10 @@ __all__ = [
     "LoadError",
     "LoadState",
     "Loader",
+    "MoELayer",
     "MoEPath",
     "MoEProblem",
+    "MoETrace",
     "Numerics",
     "OperandContract",
     "PathBase",
@@ -130,11 +138,13 @@ __all__ = [
     "QuantizedLinear",
     "QuantizedTensor",
     "Quantizer",
+    "Routing",
     "ScaleFormat",
     "Scheme",
     "Support",
     "__version__",
     "choose",
+    "combine",
     "contiguous_kernel_layout",
     "decode",
     "detect_platform",
@@ -151,9 +161,11 @@ __all__ = [
     "platform_key",
     "quantize",
     "quantize_activation",
+    "quantize_operand",
     "register_scheme",
     "requantize_with_max_scale",
     "scales_to_tile_grid",
+    "silu_and_mul",
     "unpack_fp4",
 ]
 
@@ -207,6 +219,14 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
         normalize_to_platform_fp8,
         requantize_with_max_scale,
         scales_to_tile_grid,
+    )
+    from harness.moe.model import (
+        MoELayer,
+        MoETrace,
+        Routing,
+        combine,
+        quantize_operand,
+        silu_and_mul,
     )
     from harness.moe.paths.base import MoEPath, MoEProblem
     from harness.paths.base import (

@@ -267,9 +267,9 @@ def _run_pytest(cmd: list[str], cwd: Path) -> int:
 def _load_plugins() -> None:
     """Load every registered plugin before a run directory exists: a faulty one is one line
     naming its entry point (`PluginError`), not a collection error inside pytest."""
+    from harness.linear.paths import linear_paths
     from harness.loading.loaders import loaders
     from harness.moe.paths import moe_paths
-    from harness.linear.paths import linear_paths
     from harness.quantizers import quantizers
 
     for registry in (linear_paths, moe_paths, loaders, quantizers):

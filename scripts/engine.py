@@ -87,14 +87,19 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
             "suites/test_quantizers.py",
             "suites/test_linear.py",
             "suites/test_platform.py",
+            "suites/test_moe.py",
             "tests/platform/test_simulate.py",
             "integrations/aiter/tests/test_aiter_tables.py",
         ),
         # The interpreter is slow: aiter's tuned configs on every scheme and shape (fp16
         # outputs without bias), the tail configs on the shapes with K or N tails (37x16x128,
         # 3x144x176) in bf16 and fp32; `harness run --simulate ... -k aiter` runs them all.
-        "(aiter and not fp16 and not (tails and (1x16x256 or 8x128x256)))"
-        " or (aiter and fp16 and nobias and not tails) or platform or simulate or interpreter",
+        "(aiter and not fp16 and not (tails and (1x16x256 or 8x128x256)) and not fused_moe)"
+        " or (aiter and fp16 and nobias and not tails)"
+        # MoE: both configs, 7 and 64 tokens, unnormalized routing (renorm changes weights
+        # only, which the harness's combine applies)
+        " or (fused_moe and norenorm and not t1)"
+        " or platform or simulate or interpreter",
     ),
 }
 # Engines that share another's venv.

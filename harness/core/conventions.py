@@ -11,7 +11,9 @@ A convention changes one or more of three steps, each a hook applied in registry
 the scale (``scale``: amax, reference scale -> scale), the divisor the elements are divided
 by (``divisor``), and whether elements are multiplied by a float32 reciprocal instead of
 divided (``reciprocal``, with an optional ``reciprocal_hook`` on that reciprocal). A
-convention may also lower the saturation bound (``clamp_max``).
+convention may also lower the saturation bound (``clamp_max``) or break the element
+rounding's ties otherwise than to even (``element_ties``, a tie rule of
+`harness.core.formats.encode`).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class Convention:
     # two-level scales: (block scales, global scale) -> what elements are multiplied by,
     # instead of being divided by block * global
     two_level_multiplier: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
+    element_ties: str | None = None  # `encode`'s tie rule for the element codes
 
 
 CONVENTIONS: dict[str, Convention] = {}
@@ -122,6 +125,14 @@ def scale_elements(x: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> tor
         if c.reciprocal_hook is not None:
             reciprocal = c.reciprocal_hook(reciprocal)
     return x * reciprocal
+
+
+def element_ties(spec: QuantSpec) -> str:
+    """How the element codec breaks ties under the spec's conventions ("even" if none says)."""
+    rules = {c.element_ties for c in _active(spec) if c.element_ties is not None}
+    if len(rules) > 1:
+        raise ValueError(f"conventions of {spec} disagree on element ties: {sorted(rules)}")
+    return next(iter(rules), "even")
 
 
 # --------------------------------------------------------------------- the registry
@@ -281,5 +292,16 @@ register_convention(
         "NVFP4Tensor.to_nvfp4, to match its triton kernel)",
         lambda spec: spec.scale_fmt.per_tensor_level,
         two_level_multiplier=lambda block, g: (1.0 / g) / block,
+    )
+)
+
+register_convention(
+    Convention(
+        "fp4_ties_away",
+        "FP4 (e2m1) elements round to nearest with ties away from zero instead of to even "
+        "(0.25 -> 0.5, 1.25 -> 1.5, 2.5 -> 3, 5 -> 6; aiter's dynamic_mxfp4_quant and the "
+        "MXFP4 quant step of its fused kernels: 'rounding nearest with tie breaking up')",
+        lambda spec: spec.format == "e2m1",
+        element_ties="away",
     )
 )

@@ -181,10 +181,20 @@ def decode(codes: torch.Tensor, fmt: ElementFormat | str) -> torch.Tensor:
     return table[codes.long()]
 
 
+ELEMENT_TIES: frozenset[str] = frozenset({"even", "away"})  # how `encode` breaks ties
+
+
 def encode(
-    x: torch.Tensor, fmt: ElementFormat | str, clamp_max: float | None = None
+    x: torch.Tensor,
+    fmt: ElementFormat | str,
+    clamp_max: float | None = None,
+    *,
+    ties: str = "even",
 ) -> torch.Tensor:
     """Encode values to ``uint8`` codes: round to nearest, ties to even, saturating.
+
+    ``ties="away"`` breaks ties away from zero instead (an engine convention,
+    harness.core.conventions); every other value rounds the same.
 
     ``clamp_max`` lowers the saturation bound (it must be a representable value, e.g. 224 for
     e4m3fnuz on stacks that clamp there). Inf saturates to the bound. NaN becomes the format's
@@ -193,6 +203,8 @@ def encode(
     give 0x00, never the NaN code 0x80.
     """
     fmt = get_format(fmt) if isinstance(fmt, str) else fmt
+    if ties not in ELEMENT_TIES:
+        raise ValueError(f"ties={ties!r}; known: {sorted(ELEMENT_TIES)}")
     tables = _tables(fmt)
     bound = fmt.max_finite if clamp_max is None else float(clamp_max)
     if not 0 < bound <= fmt.max_finite or not bool((tables.magnitudes == bound).any()):
@@ -209,7 +221,8 @@ def encode(
     d_lo = a - mags[lo]
     d_hi = mags[hi] - a
     hi_even = (mag_codes[hi] & 1) == 0
-    take_hi = (d_hi < d_lo) | ((d_hi == d_lo) & hi_even)
+    tie_up = hi_even if ties == "even" else torch.ones_like(hi_even)  # away: the larger
+    take_hi = (d_hi < d_lo) | ((d_hi == d_lo) & tie_up)
     mag_code = torch.where(take_hi, mag_codes[hi], mag_codes[lo])
 
     negative = torch.signbit(xd)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.core.conventions import scale_elements, two_level_multiplier
+from harness.core.conventions import element_ties, scale_elements, two_level_multiplier
 from harness.core.fastcodec import (
     E8M0Rule,
     decode_scaled,
@@ -260,8 +260,14 @@ def quantize(
             scale = compute_scale(tile_amax(x32, spec), spec)
         scale = scale.float().to(x.device)
         scaled = scale_elements(x32, expand_scale(_divisor(scale, spec), spec, x.shape), spec)
-        codec = encode if reference else encode_fast
-        return QuantizedTensor(codec(scaled, spec.format, spec.clamp_max), scale, spec)
+        ties = element_ties(spec)
+        if ties != "even":  # only the reference codec breaks ties otherwise
+            codes = encode(scaled, spec.format, spec.clamp_max, ties=ties)
+        elif reference:
+            codes = encode(scaled, spec.format, spec.clamp_max)
+        else:
+            codes = encode_fast(scaled, spec.format, spec.clamp_max)
+        return QuantizedTensor(codes, scale, spec)
     if scale is None:
         one_pass = _quantize_mx_one_pass(x32, spec)
         if one_pass is not None:

@@ -88,6 +88,31 @@ def test_mx_min_scale_divides_as_2pow_minus_126() -> None:
     assert float(decode(quantize(x, held).codes[:, :1], "e4m3fn")) == 64
 
 
+def test_fp4_ties_away_moves_every_tie_and_nothing_else() -> None:
+    # amax 6 -> even-rule scale 2^0 (6 = 1.5 * 2^2; 2 - emax 2 = 0). The e2m1 magnitudes are
+    # 0 .5 1 1.5 2 3 4 6 (codes 0..7); each tie lies between two of them. RNE takes the even
+    # code, away the larger magnitude; non-ties (0.3, 2.9) and representable values agree.
+    ties = [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0]
+    away = [1, 2, 3, 4, 5, 6, 7]  # 0.5 1 1.5 2 3 4 6
+    even = [0, 2, 2, 4, 4, 6, 6]  # 0 1 1 2 2 4 4
+    others = [0.3, 2.9, 1.5, 6.0]
+    others_codes = [1, 5, 3, 7]  # 0.5 3 1.5 6, both rules
+    values = [6.0, *ties, *(-t for t in ties), *others]
+    x = torch.zeros(1, 32)
+    x[0, : len(values)] = torch.tensor(values)
+    plain = mx_spec("e2m1", "even")
+    held = with_conventions(plain, ["fp4_ties_away"])
+    assert held.conventions == frozenset({"fp4_ties_away"})
+    n = len(ties)
+    for spec, want in ((plain, even), (held, away)):
+        codes = quantize(x, spec).codes[0].tolist()
+        assert codes[1 : 1 + n] == want
+        assert codes[1 + n : 1 + 2 * n] == [c | 0x8 for c in want]  # the sign bit
+        assert codes[1 + 2 * n : len(values)] == others_codes
+    assert torch.equal(quantize(x, held).scale, quantize(x, plain).scale)
+    assert with_conventions(mx_spec("e4m3fn", "even"), ["fp4_ties_away"]).conventions == set()
+
+
 def test_conventions_apply_only_where_they_make_sense() -> None:
     mx = mx_spec("e4m3fn", "floor")
     assert with_conventions(mx, ["min_scale_1_over_512max", "reciprocal_scale"]) == mx

@@ -2,10 +2,18 @@
 
 The Triton kernel computes each 1x32 block's E8M0 scale from amax by Quark's "even" rule
 (amax's float32 bits + 0x200000, exponent kept, minus 2: the harness's ``even`` mode) and the
-FP4 codes by integer arithmetic on float32 bits. This adapter converts the layout only:
-packed bytes (element 0 in the low nibble) unpacked to one code per byte, E8M0 codes decoded
-to float32 powers of two. It runs on a ROCm GPU or a simulated one (Triton's interpreter).
-``scaling_mode`` is accepted by aiter's wrapper but not passed to the kernel (always "even").
+FP4 codes by integer arithmetic on float32 bits, rounding ties away from zero ("rounding
+nearest with tie breaking up", its own comment): the declared convention ``fp4_ties_away``,
+so the suites hold it bit for bit to the reference quantizer with that tie rule. This
+adapter converts the layout only: packed bytes (element 0 in the low nibble) unpacked to one
+code per byte, E8M0 codes decoded to float32 powers of two. It runs on a ROCm GPU or a
+simulated one (Triton's interpreter).
+
+``scaling_mode`` names Quark's scale rules (``even``, ``floor``, ``ceil``); the wrapper
+accepts it but never passes it to the kernel, so every mode gets "even" scales: a finding,
+declared for the ``floor`` and ``ceil`` cases only; and NaN, Inf and float32-max blocks
+get other scales than OCP MX's, declared for the MX edge-case blocks only (the golden
+tensors hold none) (docs/ENGINE-FINDINGS.md).
 """
 
 from __future__ import annotations
@@ -27,18 +35,30 @@ from harness import (
 from qharness_aiter import ENGINE
 from qharness_aiter.loader import AITER_ARCHS, aiter_triton
 
+# The scale rules `scaling_mode` refers to (Quark's `scale_calculation_mode`, which the
+# wrapper's docstring cites), by their harness E8M0 mode names (the same rules).
+QUARK_MODES: frozenset[str] = frozenset({"even", "floor", "ceil"})
+
 
 class DynamicMXFP4Quantizer:
     name = "aiter_dynamic_mxfp4_quant"
     engine = ENGINE
-    conventions: frozenset[str] = frozenset()
+    conventions: frozenset[str] = frozenset({"fp4_ties_away"})
     known_findings: ClassVar[tuple[KnownFinding, ...]] = (
         KnownFinding(
-            "aiter dynamic_mxfp4_quant rounds FP4 element ties away from zero (its kernel: "
-            "'rounding nearest with tie breaking up'), not to nearest even as the reference: "
-            "0.25 -> 0.5, 1.25 -> 1.5, 2.5 -> 3, 5 -> 6 "
-            "(integrations/aiter/findings/dynamic_mxfp4_quant_ties.py)",
+            "aiter dynamic_mxfp4_quant ignores its scaling_mode argument (Quark's 'floor' "
+            "and 'ceil' give 'even' scales): the wrapper never passes it to the kernel "
+            "(integrations/aiter/findings/dynamic_mxfp4_quant_scaling_mode.py)",
             suites=frozenset({"quantizers"}),
+            when=lambda case: case.scale_mode in QUARK_MODES - {"even"},
+        ),
+        KnownFinding(
+            "aiter dynamic_mxfp4_quant at float32's edges: NaN elements are left out of the "
+            "block amax (finite scale, NaN coded +-6), an Inf amax gives scale 2^127 (0xFE) "
+            "instead of the NaN scale, and amax >= 1.75 * 2^127 gives 2^127 instead of the "
+            "even rule's 2^126 (integrations/aiter/findings/dynamic_mxfp4_quant_nonfinite.py)",
+            suites=frozenset({"quantizers"}),
+            cases=frozenset({"edge_cases"}),  # the blocks with NaN, Inf, float32 max
         ),
     )
 
@@ -53,9 +73,9 @@ class DynamicMXFP4Quantizer:
             return Support.no(f"{self.name}: aiter runs on {', '.join(sorted(AITER_ARCHS))}")
         if spec.format != "e2m1" or spec.scale_format != "e8m0" or spec.block != (1, MX_BLOCK):
             return Support.no(f"{self.name}: MXFP4 (e2m1, 1x32 E8M0 scales) only")
-        if spec.scale_rounding != "even":
+        if spec.scale_rounding not in QUARK_MODES:
             return Support.no(
-                f"{self.name}: the kernel computes E8M0 scales by the 'even' rule only, "
+                f"{self.name}: scaling_mode names Quark's rules {sorted(QUARK_MODES)}, "
                 f"not {spec.scale_rounding}"
             )
         return Support.yes()
@@ -77,7 +97,9 @@ class DynamicMXFP4Quantizer:
         from qharness_aiter.interpreter import assume_as_hint
 
         with assume_as_hint():
-            packed, scale_codes = quant.dynamic_mxfp4_quant(x.float())
+            packed, scale_codes = quant.dynamic_mxfp4_quant(
+                x.float(), scaling_mode=spec.scale_rounding
+            )
         k = x.shape[-1]
         codes = unpack_fp4(packed.contiguous())[..., :k]
         blocks = -(-k // MX_BLOCK)

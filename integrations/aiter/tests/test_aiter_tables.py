@@ -50,3 +50,35 @@ def test_aiter_tables_cover_every_scheme_the_kernels_accept() -> None:
                 and (arch == "gfx950" or s.weight.format != "e2m1")
             }
             assert set(names) == runnable, (kernel, arch, sorted(runnable ^ set(names)))
+
+
+def _moe():  # type: ignore[no-untyped-def]
+    return pytest.importorskip(
+        "qharness_aiter.moe",
+        reason="aiter adapter not installed (python3 scripts/engine.py aiter)",
+    )
+
+
+def test_aiter_moe_table_has_no_problems_and_follows_the_arch_flavour() -> None:
+    moe = _moe()
+    assert moe.moe_table_problems() == []
+    flavour = {"gfx942": "e4m3fnuz", "gfx950": "e4m3fn"}
+    for arch, modes in moe.MODE_SCHEMES.items():
+        for mode, names in modes.items():
+            for name in names:
+                assert SCHEMES[name].weight.format == flavour[arch], (arch, mode, name)
+
+
+def test_aiter_moe_table_covers_every_scheme_the_modes_accept() -> None:
+    """Every registered scheme a fused_moe mode accepts in the arch's FP8 flavour is in
+    that mode's row, so a new scheme cannot skip silently."""
+    moe = _moe()
+    flavour = {"gfx942": "e4m3fnuz", "gfx950": "e4m3fn"}
+    for arch, modes in moe.MODE_SCHEMES.items():
+        for mode, names in modes.items():
+            runnable = {
+                n
+                for n, s in SCHEMES.items()
+                if moe.MODES[mode].accepts(s).ok and s.weight.format == flavour[arch]
+            }
+            assert set(names) == runnable, (arch, mode, sorted(runnable ^ set(names)))
