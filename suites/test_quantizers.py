@@ -1,10 +1,15 @@
 """Every registered quantizer, on every spec it supports, bit for bit (codes and scales).
 
-Two sets of cases: the weight and activation of every linear golden (scheme x shape), and
-the MX scale edge-case blocks (every element format x E8M0 mode, each boundary case at every
-binade an E8M0 scale reaches). A quantizer is held to the golden, or, where it declares
-engine conventions, to the reference quantizer with those conventions in effect
-(harness.quantizers.expect). A mismatch names the tiles (or edge-case blocks) that differ.
+Four sets of cases: the weight and activation of every linear golden (scheme x shape); the
+MX scale edge-case blocks (every element format x E8M0 mode, each boundary case at every
+binade an E8M0 scale reaches); the points where each E8M0 mode's answer changes, one
+float32 step either side, at every float32 binade (harness.quantizers.mx_scale_points);
+and degenerate tensors for every spec whose scales are derived from the tensor (all zero, a
+zero tile, one non-zero element, float32 subnormals, a tile at the format's max:
+harness.quantizers.degenerate), held to the reference quantizer. A quantizer is held to
+the golden, or, where it declares engine conventions, to the reference quantizer with those
+conventions in effect (harness.quantizers.expect). A mismatch names the tiles (or
+edge-case blocks) that differ.
 """
 
 from __future__ import annotations
@@ -16,13 +21,14 @@ from typing import Any
 import pytest
 import torch
 
-from harness.core.quantize import QuantizedTensor, scale_from_stored
+from harness.core.quantize import QuantizedTensor, quantize, scale_from_stored
 from harness.core.schemes import SCHEMES, QuantSpec, get_scheme, mx_spec
 from harness.linear.cases import LINEAR_SHAPES, golden_entry, golden_inputs, shape_id
 from harness.paths.base import known_finding
 from harness.plugin import xfail_known
-from harness.quantizers import engine_of, get_quantizer, quantizers
+from harness.quantizers import engine_of, get_quantizer, mx_scale_points, quantizers
 from harness.quantizers.base import shape_support
+from harness.quantizers.degenerate import DEGENERATE_CASES, degenerate_tensor
 from harness.quantizers.expect import code_and_scale_mismatches, expectation, expected_spec
 from harness.quantizers.mx_edge_cases import (
     MX_ELEMENT_FORMATS,
@@ -80,6 +86,7 @@ class EdgeCase:
     quantizer: str
     fmt: str
     mode: str
+    blocks: str = "mx_edge_cases"  # or "mx_scale_points"
 
     @property
     def id(self) -> str:
@@ -94,8 +101,8 @@ class EdgeCase:
             "suite": "quantizers",
             "quantizer": self.quantizer,
             "engine": engine_of(get_quantizer(self.quantizer)),
-            "scheme": f"mx_edge_cases/{self.fmt}@{self.mode}",
-            "role": "edge_cases",
+            "scheme": f"{self.blocks}/{self.fmt}@{self.mode}",
+            "role": "edge_cases" if self.blocks == "mx_edge_cases" else self.blocks,
             "conventions": _conventions(self.quantizer, self.spec),
         }
 
@@ -109,6 +116,59 @@ TENSOR_CASES = [
     for shape in LINEAR_SHAPES
 ]
 EDGE_CASES = [EdgeCase(q, f, m) for q in quantizers() for f in MX_ELEMENT_FORMATS for m in MX_MODES]
+POINT_CASES = [
+    EdgeCase(q, f, m, "mx_scale_points")
+    for q in quantizers()
+    for f in MX_ELEMENT_FORMATS
+    for m in MX_MODES
+]
+
+
+@dataclass(frozen=True)
+class DegenerateCase:
+    """One quantizer on one spec whose scales come from the tensor (weights, and dynamic
+    activations; a static activation scale is given, not derived). Specs shared by several
+    schemes run once, under the first scheme that has them."""
+
+    quantizer: str
+    scheme: str
+    role: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.quantizer}-{self.scheme}-{self.role}"
+
+    @property
+    def spec(self) -> QuantSpec:
+        spec = _role_spec(self.scheme, self.role)
+        assert spec is not None
+        return spec
+
+    def record_fields(self) -> dict[str, Any]:
+        return {
+            "suite": "quantizers",
+            "quantizer": self.quantizer,
+            "engine": engine_of(get_quantizer(self.quantizer)),
+            "scheme": self.scheme,
+            "role": f"{self.role}/degenerate",
+            "conventions": _conventions(self.quantizer, self.spec),
+        }
+
+
+def _derived_specs() -> list[tuple[str, str]]:
+    seen: set[QuantSpec] = set()
+    out = []
+    for s in SCHEMES:
+        for r in ROLES:
+            spec = _role_spec(s, r)
+            if spec is None or (r == "activation" and not spec.dynamic) or spec in seen:
+                continue
+            seen.add(spec)
+            out.append((s, r))
+    return out
+
+
+DEGENERATE = [DegenerateCase(q, s, r) for q in quantizers() for s, r in _derived_specs()]
 
 
 def _run(quantizer: str, spec: QuantSpec, x: torch.Tensor, scale: torch.Tensor | None) -> Any:
@@ -119,6 +179,27 @@ def _run(quantizer: str, spec: QuantSpec, x: torch.Tensor, scale: torch.Tensor |
     return q.quantize(x, spec, scale)
 
 
+@dataclass
+class Mismatches:
+    """Tiles compared, and which differ (in codes, in the scale), by name."""
+
+    tiles: int = 0
+    wrong_codes: int = 0
+    wrong_scale: int = 0
+    names: list[str] | None = None
+
+    def add(
+        self, actual: QuantizedTensor, expected: QuantizedTensor, label: Callable[[int, int], str]
+    ) -> None:
+        codes_wrong, scales_wrong = code_and_scale_mismatches(actual, expected)
+        self.tiles += int(codes_wrong.numel())
+        self.wrong_codes += int(codes_wrong.sum())
+        self.wrong_scale += int(scales_wrong.sum())
+        self.names = (self.names or []) + [
+            label(r, c) for r, c in (codes_wrong | scales_wrong).nonzero().tolist()
+        ]
+
+
 def _check(
     case_id: str,
     quantizer: str,
@@ -127,18 +208,24 @@ def _check(
     label: Callable[[int, int], str],
     record_result: Callable[..., None],
 ) -> None:
-    codes_wrong, scales_wrong = code_and_scale_mismatches(actual, expected)
-    wrong = (codes_wrong | scales_wrong).nonzero().tolist()
-    names = [label(r, c) for r, c in wrong]
+    found = Mismatches()
+    found.add(actual, expected, label)
+    _verdict(case_id, quantizer, found, record_result)
+
+
+def _verdict(
+    case_id: str, quantizer: str, found: Mismatches, record_result: Callable[..., None]
+) -> None:
+    names = found.names or []
     record_result(
-        tiles=int(codes_wrong.numel()),
-        tiles_with_wrong_codes=int(codes_wrong.sum()),
-        tiles_with_wrong_scale=int(scales_wrong.sum()),
+        tiles=found.tiles,
+        tiles_with_wrong_codes=found.wrong_codes,
+        tiles_with_wrong_scale=found.wrong_scale,
         first_mismatches=names[:SHOWN],
     )
     message = (
-        f"{len(names)}/{codes_wrong.numel()} tiles differ ({int(scales_wrong.sum())} in the "
-        f"scale, {int(codes_wrong.sum())} in element codes); first: {', '.join(names[:SHOWN])}"
+        f"{len(names)}/{found.tiles} tiles differ ({found.wrong_scale} in the "
+        f"scale, {found.wrong_codes} in element codes); first: {', '.join(names[:SHOWN])}"
     )
     finding = known_finding(get_quantizer(quantizer), case_id)
     if finding is not None and names:
@@ -206,3 +293,47 @@ def test_quantizer_on_mx_edge_cases(
         return f"{names[r]} (amax {float(blocks[r].abs().max())!r})"
 
     _check(case.id, case.quantizer, actual, expected, label, record_result)
+
+
+@pytest.mark.parametrize("case", POINT_CASES, ids=lambda c: c.id)
+def test_quantizer_on_mx_scale_points(
+    case: EdgeCase, golden_store: Any, record_result: Callable[..., None]
+) -> None:
+    spec = case.spec
+    try:
+        data = golden_store.load(mx_scale_points.golden_entry(case.fmt))
+        blocks = mx_scale_points.golden_blocks(data, case.fmt)
+    except GoldenError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    golden = QuantizedTensor(
+        data.tensors[f"{case.mode}.element_codes"],
+        scale_from_stored(data.tensors[f"{case.mode}.scale_codes"].reshape(-1, 1), spec),
+        spec,
+    )
+    actual = _run(case.quantizer, spec, blocks, None)
+    expected = expectation(get_quantizer(case.quantizer), spec, blocks, golden)
+    names = mx_scale_points.point_blocks(case.fmt).names
+
+    def label(r: int, c: int) -> str:
+        return f"{names[r]} (amax {float(blocks[r].abs().max())!r})"
+
+    _check(f"{case.blocks}:{case.id}", case.quantizer, actual, expected, label, record_result)
+
+
+@pytest.mark.parametrize("case", DEGENERATE, ids=lambda c: c.id)
+def test_quantizer_on_degenerate_tensors(
+    case: DegenerateCase, record_result: Callable[..., None]
+) -> None:
+    spec = case.spec
+    quantizer = get_quantizer(case.quantizer)
+    found = Mismatches()
+    for name in DEGENERATE_CASES:
+        x = degenerate_tensor(name, spec)
+        actual = _run(case.quantizer, spec, x, None)
+        expected = quantize(x, expected_spec(quantizer, spec))
+
+        def label(r: int, c: int, name: str = name) -> str:
+            return f"{name}:tile({r},{c})"
+
+        found.add(actual, expected, label)
+    _verdict(f"degenerate:{case.id}", case.quantizer, found, record_result)
