@@ -3,10 +3,10 @@
 What runs is torchao's: `Float8Tensor.from_hp` with ``KernelPreference.TORCH`` computes the
 scale with `_choose_scale_float8` (amax / finfo.max per block, float32 here since the
 harness hands it float32 tensors) and the data with `_quantize_affine_float8` (x / scale,
-clamp, cast). The adapter maps the harness's tiles to torchao granularities (whole tensor:
-`PerTensor`, one row: `PerRow`, other blocks: `PerBlock`) and views the float8 data as
-bytes; a static scale goes to `_quantize_affine_float8` alone. FP32 "exact" scales, e4m3fn and e5m2 only (torchao's float8 dtypes that the harness
-codes the same way); no clamp below the format's max.
+clamp, cast). The adapter maps the harness's tiles to torchao granularities (whole
+tensor: `PerTensor`, one row: `PerRow`, other blocks: `PerBlock`) and views the float8
+data as bytes; a static scale goes to `_quantize_affine_float8` alone. FP32 "exact"
+scales, e4m3fn and e5m2 only; no clamp below the format's max.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import ClassVar
 
 import torch
 from torchao.quantization.granularity import Granularity, PerBlock, PerRow, PerTensor
-from torchao.quantization.quantize_.common import KernelPreference
 from torchao.quantization.quant_primitives import _quantize_affine_float8
+from torchao.quantization.quantize_.common import KernelPreference
 from torchao.quantization.quantize_.workflows.float8.float8_tensor import Float8Tensor
 
 from harness.core.quantize import QuantizedTensor
