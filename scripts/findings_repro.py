@@ -159,6 +159,20 @@ emulation disagree there.""",
         lambda: _block(2.0**-126, -(2.0**-127)),
     ),
     QuantizerFinding(
+        "quark_mxfp_floor_below_pow2",
+        "quark",
+        "Quark real_quantize_mxfp: amax one float32 step below 8 gets scale 2, not 1 (FP4)",
+        """OCP MX v1.0 section 6.3: the scale is 2^(floor(log2 amax) - emax). amax =
+nextafter(8, 0) = 7.9999995 has log2 just below 3, so floor gives 2 and the FP4 scale is
+2^(2 - 2) = 1 (the largest element then saturates to 6, the spec's known loss). Quark takes
+torch.floor(torch.log2(amax)) in float32, where log2(7.9999995) rounds to 3.0, and picks 2:
+one binade high, so small elements land on a grid twice as coarse (0.3 -> 0 instead of
+0.5). The same at nextafter(2^n, 0) for every n outside [-1, 2], all FP4/FP6 formats.""",
+        EngineCall("amd-quark", QUARK_MXFP, QUARK_MXFP_BODY),
+        mx_spec("e2m1", "floor"),
+        lambda: _block(float(np.nextafter(np.float32(8.0), np.float32(0))), 0.3),
+    ),
+    QuantizerFinding(
         "quark_mxfp_inf_block",
         "quark",
         "Quark real_quantize_mxfp: a block holding +Inf gets scale inf, not the NaN scale",

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 from vllm import _custom_ops as ops
 from vllm.config import VllmConfig, set_current_vllm_config
@@ -71,6 +73,14 @@ class ScaledFP8QuantQuantizer:
     name = "vllm_scaled_fp8_quant"
     engine = ENGINE
     conventions = FP8_CONVENTIONS
+    known_findings: ClassVar[dict[str, str]] = {
+        "degenerate:vllm_scaled_fp8_quant-fp8_per_tensor*-weight": (
+            "an artifact of this adapter, not a vLLM finding: its CPU model of "
+            "_C::dynamic_scaled_fp8_quant (qharness_vllm.platform) computes the per-tensor "
+            "scale as amax / fp8_max with no floor, so an all-zero (or float32-subnormal) "
+            "tensor gets scale 0 and NaN codes; vLLM's CUDA/ROCm kernel was not run here"
+        ),
+    }
 
     def supports(self, spec: QuantSpec) -> Support:
         return _fp8_support(self.name, spec, ("e4m3fn", "e4m3fnuz"))
