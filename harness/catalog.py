@@ -15,6 +15,7 @@ from harness.store.golden import Builder, registered_builders
 CASE_MODULES: tuple[str, ...] = (
     "harness.linear.cases",
     "harness.quantizers.mx_edge_cases",
+    "harness.quantizers.mx_scale_points",
     "harness.loading.cases",
     "harness.moe.cases",
 )

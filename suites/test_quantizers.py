@@ -1,10 +1,17 @@
 """Every registered quantizer, on every spec it supports, bit for bit (codes and scales).
 
-Two sets of cases: the weight and activation of every linear golden (scheme x shape), and
-the MX scale edge-case blocks (every element format x E8M0 mode, each boundary case at every
-binade an E8M0 scale reaches). A quantizer is held to the golden, or, where it declares
-engine conventions, to the reference quantizer with those conventions in effect
-(harness.quantizers.expect). A mismatch names the tiles (or edge-case blocks) that differ.
+Four sets of cases: the weight and activation of every linear golden (scheme x shape); the
+MX scale edge-case blocks (every element format x E8M0 mode, each boundary case at every
+binade an E8M0 scale reaches); the points where each E8M0 mode's answer changes, one
+float32 step either side, at every float32 binade (harness.quantizers.mx_scale_points);
+and degenerate tensors for every spec whose scales are derived from the tensor (all zero, a
+zero tile, one non-zero element, float32 subnormals, a tile at the format's max:
+harness.quantizers.degenerate), held to the reference quantizer. A quantizer is held to
+the golden, or, where it declares engine conventions, to the reference quantizer with those
+conventions in effect (harness.quantizers.expect). A mismatch names the tiles (or
+edge-case blocks) that differ. Known engine findings are matched on each case's fields
+(`FindingCase`: suite, scheme, the named case -- a role, ``edge_cases``,
+``mx_scale_points`` or ``degenerate`` -- element format and scale mode).
 """
 
 from __future__ import annotations
@@ -16,13 +23,14 @@ from typing import Any
 import pytest
 import torch
 
-from harness.core.quantize import QuantizedTensor, scale_from_stored
+from harness.core.quantize import QuantizedTensor, quantize, scale_from_stored, tile_amax
 from harness.core.schemes import SCHEMES, QuantSpec, get_scheme, mx_spec
 from harness.linear.cases import LINEAR_SHAPES, golden_entry, golden_inputs, shape_id
 from harness.paths.findings import FindingCase, known_finding
 from harness.plugin import RecordResult, golden_failures, xfail_known
-from harness.quantizers import engine_of, get_quantizer, quantizers
+from harness.quantizers import engine_of, get_quantizer, mx_scale_points, quantizers
 from harness.quantizers.base import shape_support
+from harness.quantizers.degenerate import DEGENERATE_CASES, degenerate_tensor
 from harness.quantizers.expect import code_and_scale_mismatches, expectation, expected_spec
 from harness.quantizers.mx_edge_cases import (
     MX_ELEMENT_FORMATS,
@@ -92,6 +100,7 @@ class EdgeCase:
     quantizer: str
     fmt: str
     mode: str
+    blocks: str = "mx_edge_cases"  # or "mx_scale_points"
 
     @property
     def id(self) -> str:
@@ -106,17 +115,22 @@ class EdgeCase:
             "suite": "quantizers",
             "quantizer": self.quantizer,
             "engine": engine_of(get_quantizer(self.quantizer)),
-            "scheme": f"mx_edge_cases/{self.fmt}@{self.mode}",
-            "role": "edge_cases",
+            "scheme": f"{self.blocks}/{self.fmt}@{self.mode}",
+            "role": self.case,
             "conventions": _conventions(self.quantizer, self.spec),
         }
+
+    @property
+    def case(self) -> str:
+        """The named case findings match: ``edge_cases`` or ``mx_scale_points``."""
+        return "edge_cases" if self.blocks == "mx_edge_cases" else self.blocks
 
     def finding_case(self) -> FindingCase:
         """The fields an engine's known findings are matched against (no scheme: the
         edge-case blocks are one element format under one E8M0 mode)."""
         return FindingCase(
             "quantizers",
-            case="edge_cases",
+            case=self.case,
             element_format=self.fmt,
             scale_mode=self.mode,
             id=self.id,
@@ -132,6 +146,71 @@ TENSOR_CASES = [
     for shape in LINEAR_SHAPES
 ]
 EDGE_CASES = [EdgeCase(q, f, m) for q in quantizers() for f in MX_ELEMENT_FORMATS for m in MX_MODES]
+POINT_CASES = [
+    EdgeCase(q, f, m, "mx_scale_points")
+    for q in quantizers()
+    for f in MX_ELEMENT_FORMATS
+    for m in MX_MODES
+]
+
+
+@dataclass(frozen=True)
+class DegenerateCase:
+    """One quantizer on one spec whose scales come from the tensor (weights, and dynamic
+    activations; a static activation scale is given, not derived). Specs shared by several
+    schemes run once, under the first scheme that has them."""
+
+    quantizer: str
+    scheme: str
+    role: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.quantizer}-{self.scheme}-{self.role}"
+
+    @property
+    def spec(self) -> QuantSpec:
+        spec = _role_spec(self.scheme, self.role)
+        assert spec is not None
+        return spec
+
+    def record_fields(self) -> dict[str, Any]:
+        return {
+            "suite": "quantizers",
+            "quantizer": self.quantizer,
+            "engine": engine_of(get_quantizer(self.quantizer)),
+            "scheme": self.scheme,
+            "role": f"{self.role}/degenerate",
+            "conventions": _conventions(self.quantizer, self.spec),
+        }
+
+    def finding_case(self) -> FindingCase:
+        """The fields an engine's known findings are matched against."""
+        spec = self.spec
+        return FindingCase(
+            "quantizers",
+            self.scheme,
+            case="degenerate",
+            element_format=spec.format,
+            scale_mode=spec.scale_rounding,
+            id=f"degenerate:{self.id}",
+        )
+
+
+def _derived_specs() -> list[tuple[str, str]]:
+    seen: set[QuantSpec] = set()
+    out = []
+    for s in SCHEMES:
+        for r in ROLES:
+            spec = _role_spec(s, r)
+            if spec is None or (r == "activation" and not spec.dynamic) or spec in seen:
+                continue
+            seen.add(spec)
+            out.append((s, r))
+    return out
+
+
+DEGENERATE = [DegenerateCase(q, s, r) for q in quantizers() for s, r in _derived_specs()]
 
 
 def _run(quantizer: str, spec: QuantSpec, x: torch.Tensor, scale: torch.Tensor | None) -> Any:
@@ -142,6 +221,36 @@ def _run(quantizer: str, spec: QuantSpec, x: torch.Tensor, scale: torch.Tensor |
     return q.quantize(x, spec, scale)
 
 
+@dataclass
+class Mismatches:
+    """Tiles compared, and which differ (in codes, in the scale), by name."""
+
+    tiles: int = 0
+    wrong_codes: int = 0
+    wrong_scale: int = 0
+    names: list[str] | None = None
+
+    def add(
+        self,
+        actual: QuantizedTensor,
+        expected: QuantizedTensor,
+        label: Callable[[int, int], str],
+        zero_tiles: torch.Tensor | None = None,
+    ) -> None:
+        """``zero_tiles``: tiles whose amax is 0, where any positive finite scale is right
+        (every element is 0 whatever it is; the reference picks 1, engines a floor)."""
+        codes_wrong, scales_wrong = code_and_scale_mismatches(actual, expected)
+        if zero_tiles is not None:
+            a = actual.scale.float().cpu()
+            scales_wrong &= ~(zero_tiles & torch.isfinite(a) & (a > 0))
+        self.tiles += int(codes_wrong.numel())
+        self.wrong_codes += int(codes_wrong.sum())
+        self.wrong_scale += int(scales_wrong.sum())
+        self.names = (self.names or []) + [
+            label(r, c) for r, c in (codes_wrong | scales_wrong).nonzero().tolist()
+        ]
+
+
 def _check(
     case: FindingCase,
     quantizer: str,
@@ -150,18 +259,24 @@ def _check(
     label: Callable[[int, int], str],
     record_result: RecordResult,
 ) -> None:
-    codes_wrong, scales_wrong = code_and_scale_mismatches(actual, expected)
-    wrong = (codes_wrong | scales_wrong).nonzero().tolist()
-    names = [label(r, c) for r, c in wrong]
+    found = Mismatches()
+    found.add(actual, expected, label)
+    _verdict(case, quantizer, found, record_result)
+
+
+def _verdict(
+    case: FindingCase, quantizer: str, found: Mismatches, record_result: RecordResult
+) -> None:
+    names = found.names or []
     record_result(
-        tiles=int(codes_wrong.numel()),
-        tiles_with_wrong_codes=int(codes_wrong.sum()),
-        tiles_with_wrong_scale=int(scales_wrong.sum()),
+        tiles=found.tiles,
+        tiles_with_wrong_codes=found.wrong_codes,
+        tiles_with_wrong_scale=found.wrong_scale,
         first_mismatches=names[:SHOWN],
     )
     message = (
-        f"{len(names)}/{codes_wrong.numel()} tiles differ ({int(scales_wrong.sum())} in the "
-        f"scale, {int(codes_wrong.sum())} in element codes); first: {', '.join(names[:SHOWN])}"
+        f"{len(names)}/{found.tiles} tiles differ ({found.wrong_scale} in the "
+        f"scale, {found.wrong_codes} in element codes); first: {', '.join(names[:SHOWN])}"
     )
     finding = known_finding(get_quantizer(quantizer), case)
     if finding is not None and names:
@@ -226,3 +341,43 @@ def test_quantizer_on_mx_edge_cases(
         return f"{names[r]} (amax {float(blocks[r].abs().max())!r})"
 
     _check(case.finding_case(), case.quantizer, actual, expected, label, record_result)
+
+
+@pytest.mark.parametrize("case", POINT_CASES, ids=lambda c: c.id)
+def test_quantizer_on_mx_scale_points(
+    case: EdgeCase, golden_store: GoldenStore, record_result: RecordResult
+) -> None:
+    spec = case.spec
+    with golden_failures():
+        data = golden_store.load(mx_scale_points.golden_entry(case.fmt))
+        blocks = mx_scale_points.golden_blocks(data, case.fmt)
+    golden = QuantizedTensor(
+        data.tensors[f"{case.mode}.element_codes"],
+        scale_from_stored(data.tensors[f"{case.mode}.scale_codes"].reshape(-1, 1), spec),
+        spec,
+    )
+    actual = _run(case.quantizer, spec, blocks, None)
+    expected = expectation(get_quantizer(case.quantizer), spec, blocks, golden)
+    names = mx_scale_points.point_blocks(case.fmt).names
+
+    def label(r: int, c: int) -> str:
+        return f"{names[r]} (amax {float(blocks[r].abs().max())!r})"
+
+    _check(case.finding_case(), case.quantizer, actual, expected, label, record_result)
+
+
+@pytest.mark.parametrize("case", DEGENERATE, ids=lambda c: c.id)
+def test_quantizer_on_degenerate_tensors(case: DegenerateCase, record_result: RecordResult) -> None:
+    spec = case.spec
+    quantizer = get_quantizer(case.quantizer)
+    found = Mismatches()
+    for name in DEGENERATE_CASES:
+        x = degenerate_tensor(name, spec)
+        actual = _run(case.quantizer, spec, x, None)
+        expected = quantize(x, expected_spec(quantizer, spec))
+
+        def label(r: int, c: int, name: str = name) -> str:
+            return f"{name}:tile({r},{c})"
+
+        found.add(actual, expected, label, tile_amax(x, spec) == 0)
+    _verdict(case.finding_case(), case.quantizer, found, record_result)

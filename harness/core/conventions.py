@@ -159,6 +159,27 @@ register_convention(
     )
 )
 
+
+def _zero_scale_as_eps(amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    # amax / qmax as computed in float32; where it is 0 (a zero tile, or one whose amax / qmax
+    # underflows) the observer puts float32 eps (2^-23)
+    raw = amax.float() / spec.qmax
+    return torch.where(raw == 0, torch.full_like(raw, 2.0**-23), raw)
+
+
+register_convention(
+    Convention(
+        "zero_scale_as_fp32_eps",
+        "a computed FP8 scale of 0 becomes float32 eps (2^-23): a zero tile gets 2^-23, not "
+        "1, and a non-zero tile whose amax / fp8_max underflows float32 (amax at most "
+        "fp8_max * 2^-150) quantizes to zeros instead of to the smallest positive scale "
+        "(Quark's min-max observers: 'eps: Small epsilon value to prevent division by zero', "
+        "scale.masked_fill(scale == 0.0, eps))",
+        _fp32_scales,
+        scale=_zero_scale_as_eps,
+    )
+)
+
 register_convention(
     Convention(
         "reciprocal_scale",

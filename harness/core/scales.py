@@ -100,14 +100,21 @@ def compute_scale(
     return scale
 
 
+_F32_MIN_POSITIVE = 2.0**-149  # the smallest positive float32 (a subnormal)
+
+
 @scale_rule("exact", FP32)
 def _exact(amax: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
     """amax / qmax in float32, so the tile's largest value maps onto the format's bound.
 
     A tile of zeros gets scale 1: its codes are zero whatever the scale, and 1 keeps the
-    division finite. NaN/Inf maxima give NaN/Inf scales and surface as non-finite output.
+    division finite. A non-zero tile whose amax / qmax underflows to 0 (amax at most
+    qmax * 2^-150, float32 subnormals only) gets the smallest positive float32, 2^-149, so
+    its elements still divide to finite codes (they saturate or round as any other tile's)
+    instead of 0/0 = NaN. NaN/Inf maxima give NaN/Inf scales and surface as non-finite output.
     """
     scale = amax / spec.qmax
+    scale = torch.where((scale == 0) & (amax > 0), torch.full_like(scale, _F32_MIN_POSITIVE), scale)
     return torch.where(amax == 0, torch.ones_like(scale), scale)
 
 

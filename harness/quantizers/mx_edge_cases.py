@@ -34,25 +34,25 @@ _F32_MAX = float(np.finfo(np.float32).max)
 _F32_MIN_SUBNORMAL = 2.0**-149
 
 
-def _next_up(x: float) -> float:
+def next_up(x: float) -> float:
     return float(np.nextafter(np.float32(x), np.float32(np.inf)))
 
 
-def _next_down(x: float) -> float:
+def next_down(x: float) -> float:
     return float(np.nextafter(np.float32(x), np.float32(0)))
 
 
 # case name -> amax of the block, from the element format. NaN/Inf/zero blocks are special.
 AMAX_CASES: dict[str, Callable[[ElementFormat], float]] = {
     "at_max": lambda f: f.max_finite,
-    "just_above_max": lambda f: _next_up(f.max_finite),
+    "just_above_max": lambda f: next_up(f.max_finite),
     # halfway between max and the next power of two: 480 for e4m3fn, 7 for e2m1
     "max_tie": lambda f: (f.max_finite + 2.0 ** (f.emax + 1)) / 2,
     "next_binade": lambda f: 2.0 ** (f.emax + 1),
     "one": lambda f: 1.0,
     # rounding the mantissa to m bits carries into the exponent (even mode) / just does not
     "mantissa_carry": lambda f: 2.0 - 2.0 ** -(f.mant_bits + 1),
-    "mantissa_no_carry": lambda f: _next_down(2.0 - 2.0 ** -(f.mant_bits + 1)),
+    "mantissa_no_carry": lambda f: next_down(2.0 - 2.0 ** -(f.mant_bits + 1)),
     # float32-exact but rounds up to 2^(emax+1) in bf16: a bf16 round trip moves the scale
     "bf16_double_rounding": lambda f: (2.0 - 2.0**-10) * 2.0**f.emax,
     "smallest_scale_boundary": lambda f: 2.0 ** (f.emax - 127),  # floor gives exactly 2^-127
@@ -71,8 +71,8 @@ SPECIAL_BLOCKS: tuple[str, ...] = ("zero", "nan", "inf", "neg_inf", "negative_ma
 # Names read "<case>@<k>".
 BINADE_CASES: dict[str, Callable[[ElementFormat, int], float]] = {
     "at_max": lambda f, k: f.max_finite * 2.0**k,
-    "below_max": lambda f, k: _next_down(f.max_finite * 2.0**k),
-    "above_max": lambda f, k: _next_up(f.max_finite * 2.0**k),
+    "below_max": lambda f, k: next_down(f.max_finite * 2.0**k),
+    "above_max": lambda f, k: next_up(f.max_finite * 2.0**k),
     "max_tie": lambda f, k: (f.max_finite + 2.0 ** (f.emax + 1)) / 2 * 2.0**k,
 }
 BINADE_SPECIAL_CASES: tuple[str, ...] = ("nan", "inf")
@@ -90,7 +90,7 @@ class EdgeBlocks:
     blocks: torch.Tensor  # float32 [len(names), 32]
 
 
-def _ramp(amax: float) -> torch.Tensor:
+def ramp(amax: float) -> torch.Tensor:
     """amax, then 31 smaller values of both signs (amax * k/37, float32)."""
     k = torch.arange(1, MX_BLOCK, dtype=torch.float64)
     rest = (amax * k / 37 * torch.where(k % 2 == 0, 1.0, -1.0)).float()
@@ -111,14 +111,14 @@ def _edge_blocks(fmt_name: str) -> EdgeBlocks:
     rows: list[torch.Tensor] = []
     for name, amax in AMAX_CASES.items():
         names.append(name)
-        rows.append(_ramp(amax(fmt)))
+        rows.append(ramp(amax(fmt)))
     special = {
         "zero": torch.zeros(MX_BLOCK),
-        "nan": _ramp(1.0).index_fill(0, torch.tensor([5]), float("nan")),
-        "inf": _ramp(1.0).index_fill(0, torch.tensor([3]), float("inf")),
-        "neg_inf": _ramp(1.0).index_fill(0, torch.tensor([7]), float("-inf")),
+        "nan": ramp(1.0).index_fill(0, torch.tensor([5]), float("nan")),
+        "inf": ramp(1.0).index_fill(0, torch.tensor([3]), float("inf")),
+        "neg_inf": ramp(1.0).index_fill(0, torch.tensor([7]), float("-inf")),
         # the largest magnitude is negative: -1.2 * max
-        "negative_max": -_ramp(float(np.float32(1.2 * fmt.max_finite))),
+        "negative_max": -ramp(float(np.float32(1.2 * fmt.max_finite))),
     }
     for name in SPECIAL_BLOCKS:
         names.append(name)
@@ -126,12 +126,12 @@ def _edge_blocks(fmt_name: str) -> EdgeBlocks:
     for k in binades(fmt):
         for name, binade_amax in BINADE_CASES.items():
             names.append(f"{name}@{k}")
-            rows.append(_ramp(binade_amax(fmt, k)))
-        ramp = _ramp(fmt.max_finite * 2.0**k)
+            rows.append(ramp(binade_amax(fmt, k)))
+        at_max = ramp(fmt.max_finite * 2.0**k)
         names.append(f"nan@{k}")
-        rows.append(ramp.index_fill(0, torch.tensor([5]), float("nan")))
+        rows.append(at_max.index_fill(0, torch.tensor([5]), float("nan")))
         names.append(f"inf@{k}")
-        rows.append(ramp.index_fill(0, torch.tensor([3]), float("inf")))
+        rows.append(at_max.index_fill(0, torch.tensor([3]), float("inf")))
     return EdgeBlocks(tuple(names), torch.stack(rows).float())
 
 

@@ -43,7 +43,8 @@ GRANULARITIES = {
 class RealQuantizeFP8Quantizer:
     name = "quark_real_quantize_fp8"
     engine = ENGINE
-    conventions: frozenset[str] = frozenset()
+    # its min-max observer replaces a zero scale by float32 eps (a documented guard)
+    conventions: frozenset[str] = frozenset({"zero_scale_as_fp32_eps"})
 
     def supports(self, spec: QuantSpec) -> Support:
         if spec.scale_fmt is not FP32:

@@ -30,26 +30,48 @@ from qharness_quark import ENGINE
 ELEMENTS = {"e2m1": "fp4", "e2m3": "fp6_e2m3", "e3m2": "fp6_e3m2"}
 
 
+NEGATIVE_ZERO = (
+    "negative values that round to zero come back as +0, not -0: the element code "
+    "differs from round-to-nearest-even (OCP MX FP4/FP6 have a -0 code), the value does not"
+)
+SCALES_OUTSIDE_E8M0 = (
+    "scales outside E8M0: 2^(floor(log2 amax) - emax) is not clamped to [2^-127, 2^127] (a "
+    "block with amax below 2^(emax-127) gets e.g. 2^-129) and an Inf block gets an Inf scale "
+    "instead of the NaN scale 0xFF (OCP MX v1.0: E8M0 spans 2^-127..2^127, 0xFF is NaN); also "
+    "the +0 for -0 element codes"
+)
+FLOOR_BY_LOG2 = (
+    "floor scale one binade high just below a power of two: torch.floor(torch.log2(amax)) in "
+    "float32 rounds log2(nextdown(2^n)) up to n for every n outside [-1, 2], so the scale is "
+    "2^(n-emax) where OCP MX's floor(log2 amax) - emax gives 2^(n-1-emax) (cases "
+    "below_pow2@n); also the clamp to E8M0 near 2^-127 and the +0 for -0 element codes"
+)
+
+
 class RealQuantizeMXFPQuantizer:
     name = "quark_real_quantize_mxfp"
     engine = ENGINE
     conventions: frozenset[str] = frozenset()
     known_findings: ClassVar[tuple[KnownFinding, ...]] = (
         KnownFinding(
-            "negative values that round to zero come back as +0, not -0: the element code "
-            "differs from round-to-nearest-even (OCP MX FP4/FP6 have a -0 code), the value "
-            "does not",
+            NEGATIVE_ZERO,
             suites=frozenset({"quantizers"}),
             cases=frozenset({"weight", "activation"}),  # the golden tensors of MX schemes
             when=lambda case: case.element_format in ELEMENTS,
         ),
         KnownFinding(
-            "scales outside E8M0: 2^(floor(log2 amax) - emax) is not clamped to [2^-127, "
-            "2^127] (a block with amax below 2^(emax-127) gets e.g. 2^-129) and an Inf block "
-            "gets an Inf scale instead of the NaN scale 0xFF (OCP MX v1.0: E8M0 spans "
-            "2^-127..2^127, 0xFF is NaN); also the +0 for -0 element codes",
+            SCALES_OUTSIDE_E8M0,
             suites=frozenset({"quantizers"}),
             cases=frozenset({"edge_cases"}),
+            when=lambda case: case.scale_mode == "floor",
+        ),
+        KnownFinding(
+            SCALES_OUTSIDE_E8M0, suites=frozenset({"quantizers"}), cases=frozenset({"degenerate"})
+        ),
+        KnownFinding(
+            FLOOR_BY_LOG2,
+            suites=frozenset({"quantizers"}),
+            cases=frozenset({"mx_scale_points"}),
             when=lambda case: case.scale_mode == "floor",
         ),
     )

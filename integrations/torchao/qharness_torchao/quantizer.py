@@ -51,6 +51,19 @@ def to_harness_codes(qdata: torch.Tensor, fmt: str, shape: torch.Size) -> torch.
     return qdata.view(torch.uint8).reshape(shape)
 
 
+RCEIL_FALLBACK = (
+    "rceil outside torch.compile on an SM100 GPU (the pure-torch fallback of _to_mx_rceil, "
+    "eager on any device; compiled on CPU the same): (1) the exponent is "
+    "ceil(log2(amax / max)) in float32, which rounds amax's excess over max * 2^k away, so "
+    "a block one float32 step above max * 2^k gets 2^k instead of 2^(k+1) and its largest "
+    "element saturates, for k >= 4 or k <= -5, every element format (case above_max@k); "
+    "(2) a block whose scale code is 0x00 (2^-127) is multiplied by 1 instead of 2^127, so "
+    "every element of a non-zero block with amax at most max * 2^-127 becomes 0 (cases "
+    "at_max@-127, two_pow_m127, *_pow2@-126, subnormal_only); both fixed on torchao main "
+    "(pytorch/ao#4725, commit 5d73a0c, after 0.18.0)"
+)
+
+
 class ToMXQuantizer:
     name = "torchao_to_mx"
     engine = ENGINE
@@ -60,15 +73,9 @@ class ToMXQuantizer:
 
     known_findings: ClassVar[tuple[KnownFinding, ...]] = (
         KnownFinding(
-            "rceil on CPU (the non-CUDA fallback of _to_mx_rceil): (1) the exponent is "
-            "ceil(log2(amax / max)) in float32, which loses amax's excess over max * 2^k once "
-            "|k| is large enough, so a block one float32 step above max * 2^k gets 2^k instead "
-            "of 2^(k+1) and its largest element saturates (case above_max@k); (2) a block whose "
-            "scale is 2^-127 (code 0x00) is multiplied by 1 instead of 2^127, so every element "
-            "of a non-zero block with amax below max * 2^-127 becomes 0 (cases at_max@-127, "
-            "two_pow_m127)",
+            RCEIL_FALLBACK,
             suites=frozenset({"quantizers"}),
-            cases=frozenset({"edge_cases"}),
+            cases=frozenset({"edge_cases", "mx_scale_points", "degenerate"}),
             when=lambda case: case.scale_mode == "rceil",
         ),
     )

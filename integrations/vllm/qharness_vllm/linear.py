@@ -290,11 +290,12 @@ _NARROW_0D = (
 
 # docs/ENGINE-FINDINGS.md: the AMX kernels vLLM selects on a CPU with AMX tiles but no AMX-FP8
 _AMX_W8A16 = (
-    "FP8 W8A8 run as W8A16 on a CPU with AMX tiles and without AMX-FP8: vLLM selects "
-    "CPUFp8PerTensorScaledMMLinearKernel (per-tensor, N % 32 == 0) or "
-    "CPUFp8BlockScaledMMKernel (128x128 blocks), whose fp8_scaled_mm_cpu leaves the "
-    "activation unquantized (the checkpoint's activation scheme is ignored) and rounds "
-    "code * scale to bf16: the output is bf16(x @ bf16(W)^T), not the W8A8 product"
+    "a documented convention, not a bug (the kernel's docstring: 'activations stay "
+    "BF16/FP32 - no FP8 activation quantization'), until it is declared for this path: on a "
+    "CPU with AMX tiles and without AMX-FP8 vLLM selects CPUFp8PerTensorScaledMMLinearKernel "
+    "(per-tensor, N % 32 == 0) or CPUFp8BlockScaledMMKernel (128x128 blocks), whose "
+    "fp8_scaled_mm_cpu computes W8A16: the activation unquantized, code * scale rounded to "
+    "bf16 (bit for bit bf16(x @ bf16(W)^T) only above 4 tokens, where it uses brgemm)"
 )
 _AMX_FP32 = (
     "float32 model on a CPU with AMX tiles and without AMX-FP8: vLLM selects "

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 from vllm import _custom_ops as ops
 from vllm.config import VllmConfig, set_current_vllm_config
@@ -21,7 +23,9 @@ from vllm.model_executor.layers.quantization.utils.quant_utils import GroupShape
 
 from harness import (
     FP32,
+    SCHEMES,
     WHOLE,
+    KnownFinding,
     QuantizedTensor,
     QuantSpec,
     Support,
@@ -50,6 +54,11 @@ def _codes(q: torch.Tensor) -> torch.Tensor:
     return q.contiguous().view(torch.uint8)
 
 
+def _per_tensor_weight(scheme: str) -> bool:
+    """Schemes whose weight has one scale per tensor (the per-tensor quant kernel's cases)."""
+    return scheme in SCHEMES and SCHEMES[scheme].weight.granularity == "per_tensor"
+
+
 class QuantFP8NativeQuantizer:
     name = "vllm_quant_fp8_native"
     engine = ENGINE
@@ -75,6 +84,19 @@ class ScaledFP8QuantQuantizer:
     name = "vllm_scaled_fp8_quant"
     engine = ENGINE
     conventions = FP8_CONVENTIONS
+    known_findings: ClassVar[tuple[KnownFinding, ...]] = (
+        KnownFinding(
+            (
+                "an artifact of this adapter, not a vLLM finding: its CPU model of "
+                "_C::dynamic_scaled_fp8_quant (qharness_vllm.platform) computes the per-tensor "
+                "scale as amax / fp8_max with no floor, so an all-zero (or float32-subnormal) "
+                "tensor gets scale 0 and NaN codes; vLLM's CUDA/ROCm kernel was not run here"
+            ),
+            suites=frozenset({"quantizers"}),
+            cases=frozenset({"degenerate"}),
+            when=lambda case: _per_tensor_weight(case.scheme),
+        ),
+    )
 
     def supports(self, spec: QuantSpec) -> Support:
         return _fp8_support(self.name, spec, ("e4m3fn", "e4m3fnuz"))
