@@ -16,7 +16,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import (
     EXIT_FAILED,
@@ -29,6 +29,9 @@ from harness.errors import (
     UsageError,
 )
 from harness.store.locations import golden_root as shipped_golden_root
+
+if TYPE_CHECKING:
+    from harness.platform.workers import WorkerPlan
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 __all__ = [
@@ -182,6 +185,15 @@ def _xdist_workers(requested: str) -> list[str]:
     return ["-n", requested, "-p", "no:benchmark"]
 
 
+def worker_plan(requested: str) -> WorkerPlan:
+    """``--workers``: on a GPU runner ``auto`` is one pinned worker per visible GPU
+    (`harness.platform.workers`)."""
+    from harness.platform.workers import plan_workers, visible_gpu_count
+
+    gpus = visible_gpu_count() if requested == "auto" else 0
+    return plan_workers(requested, os.environ, gpus)
+
+
 def _caller_path(value: str) -> Path:
     """A path from the command line, relative to the caller's working directory."""
     return (Path.cwd() / Path(value).expanduser()).resolve()
@@ -204,7 +216,7 @@ INHERITED_PYTEST_VARIABLES = frozenset(
 )
 
 
-def _run_pytest(cmd: list[str], cwd: Path) -> int:
+def _run_pytest(cmd: list[str], cwd: Path, extra_env: dict[str, str] | None = None) -> int:
     """Run pytest as a child; SIGTERM to us is passed on, so the child ends its session and
     writes what finished (partial). Ctrl-C reaches the child through the terminal."""
     import signal
@@ -213,6 +225,7 @@ def _run_pytest(cmd: list[str], cwd: Path) -> int:
     # A pytest session of our own: nothing of an enclosing one (an xdist worker's identity
     # would switch pytest-benchmark off) is inherited.
     env = {k: v for k, v in os.environ.items() if k not in INHERITED_PYTEST_VARIABLES}
+    env.update(extra_env or {})
     child = subprocess.Popen(cmd, cwd=cwd, env=env)
 
     def forward(signum: int, frame: Any) -> None:
@@ -291,16 +304,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {args.out} is a directory; give a file name")
     _check_keyword_expression(_pytest_args(args))
     run = create_run_dir(reports, new_run_id(detect().to_json()))
+    plan = worker_plan(args.workers)
+    if plan.explanation:
+        print(f"workers: {plan.workers} ({plan.explanation})", flush=True)
     root = content_root()
     cmd = [
         sys.executable, "-m", "pytest", str(suites_dir()), f"--rootdir={root}",
         f"--qharness-results={run.results}", f"--junitxml={run.junit}",
         f"--qharness-golden={golden_root()}", f"--qharness-repro={run.repro}",
-        "-o", "xfail_strict=true", "-q", *_xdist_workers(args.workers), *_pytest_args(args),
+        "-o", "xfail_strict=true", "-q", *_xdist_workers(plan.workers), *_pytest_args(args),
     ]  # fmt: skip
     if not is_checkout():  # never write pytest's cache into an installed package
         cmd[3:3] = ["-p", "no:cacheprovider"]
-    status = _run_pytest(cmd, root)
+    status = _run_pytest(cmd, root, plan.environment)
     bench_failed = False
     if args.bench and status in (0, 1):
         bench = [
@@ -589,7 +605,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--bench", action="store_true", help="then run the benchmarks, serially")
     p.add_argument(
-        "--workers", default="auto", type=_workers, help="pytest-xdist workers, 0 for none"
+        "--workers",
+        default="auto",
+        type=_workers,
+        help="pytest-xdist workers, 0 for none; auto: one per visible GPU (each pinned to its "
+        "own) on a GPU runner, one per core on a CPU",
     )
     p.set_defaults(func=cmd_run, pytest_args=[])
     p.epilog = "Every other argument (or all after --) goes to pytest, e.g. -k fp8_per_tensor."
