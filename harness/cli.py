@@ -286,6 +286,7 @@ def _check_keyword_expression(pytest_args: list[str]) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from harness.platform.info import detect
+    from harness.platform.runner import RUNNER_VARIABLE, check_label
     from harness.report.rundir import LATEST_JSON, create_run_dir, new_run_id, update_latest
     from harness.store.atomic import write_bytes_atomic
     from harness.store.locations import (
@@ -305,6 +306,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_keyword_expression(_pytest_args(args))
     run = create_run_dir(reports, new_run_id(detect().to_json()))
     plan = worker_plan(args.workers)
+    if args.runner_label:
+        plan.environment[RUNNER_VARIABLE] = check_label(args.runner_label, "--runner-label")
     if plan.explanation:
         print(f"workers: {plan.workers} ({plan.explanation})", flush=True)
     root = content_root()
@@ -605,6 +608,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--bench", action="store_true", help="then run the benchmarks, serially")
     p.add_argument(
+        "--runner-label",
+        help="this runner's name in reports and history (default: $QHARNESS_RUNNER); runs of "
+        "one platform with different labels get their own column and baselines",
+    )
+    p.add_argument(
         "--workers",
         default="auto",
         type=_workers,
@@ -665,8 +673,10 @@ def _validate_environment(args: argparse.Namespace) -> None:
     """Environment values the command will use, checked before it starts anything."""
     if args.command in ("run", "selftest"):
         from harness.platform.devices import gpu_list_from_environment
+        from harness.platform.runner import runner_label
 
         gpu_list_from_environment(os.environ)
+        runner_label(os.environ)
 
 
 def _internal_error(exc: BaseException) -> int:

@@ -139,6 +139,9 @@ def pytest_configure(config: pytest.Config) -> None:
             share_cores_among_workers(os.environ)
         else:
             gpu_list_from_environment(os.environ)  # refused before any worker starts
+            from harness.platform.runner import runner_label
+
+            runner_label(os.environ)  # QHARNESS_RUNNER: refused now, not when writing results
     except EnvironmentValueError as exc:
         raise pytest.UsageError(str(exc)) from None
     if not hasattr(config, "workerinput"):  # workers ship reports to the controller

@@ -26,6 +26,12 @@ COLUMNS: dict[str, str] = {
     "arch": "string",
     "torch_version": "string",
     "partial": "bool",
+    "runner_key": "string",
+    "runner_label": "string",
+    "runner_host": "string",
+    "cuda_version": "string",
+    "hip_version": "string",
+    "driver_version": "string",
     "nodeid": "string",
     "suite": "string",
     "scheme": "string",
@@ -55,9 +61,19 @@ def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
+def run_key(doc: dict[str, Any]) -> str:
+    """The runner key of a results document (`harness.platform.runner`): its ``runner.key``,
+    or, for files written before runners had one, the platform key."""
+    runner = doc.get("runner")
+    key = runner.get("key") if isinstance(runner, dict) else None
+    return str(key) if isinstance(key, str) and key else platform_key(doc.get("platform") or {})
+
+
 def run_columns(doc: dict[str, Any], run_id: str) -> dict[str, Any]:
     """The columns every row of one run shares."""
     platform = doc.get("platform") or {}
+    found = doc.get("runner")
+    runner: dict[str, Any] = found if isinstance(found, dict) else {}
     return {
         "run_id": run_id,
         "created": _text(doc.get("created")),
@@ -66,6 +82,12 @@ def run_columns(doc: dict[str, Any], run_id: str) -> dict[str, Any]:
         "arch": _text(platform.get("arch")),
         "torch_version": _text(platform.get("torch_version")),
         "partial": bool(doc.get("partial", False)),
+        "runner_key": run_key(doc),
+        "runner_label": _text(runner.get("label")),
+        "runner_host": _text(runner.get("host")),
+        "cuda_version": _text(platform.get("cuda_version")),
+        "hip_version": _text(platform.get("hip_version")),
+        "driver_version": _text(runner.get("driver")),
     }
 
 

@@ -1,7 +1,8 @@
 """The results file: one JSON document per run, the input of reports.
 
 Schema ``qharness.results/1`` (documented in docs/CLI.md):
-``{"schema", "created", "exitstatus", "platform", "versions", "summary", "records": [...]}``
+``{"schema", "created", "exitstatus", "platform", "versions", "runner", "summary",
+"records": [...]}`` (``runner``, added later, is optional to readers)
 where each record has ``nodeid, suite, scheme, path, shape, ..., outcome, reason,
 duration_s, metrics``.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -44,8 +46,11 @@ def write_results(
     marks a file holding only the tests that finished; history and reports treat it so."""
     from harness.platform.capabilities import capabilities
     from harness.platform.info import detect
+    from harness.platform.runner import runner_identity
+    from harness.report.rundir import host_tag
 
     platform = detect()
+    runner = {**runner_identity(platform.to_json(), os.environ), "host": host_tag()}
     doc = {
         "schema": SCHEMA,
         "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -57,6 +62,7 @@ def write_results(
             for name, c in capabilities(platform).items()
         },
         "versions": {"qharness": harness.__version__, "torch": torch.__version__},
+        "runner": runner,
         "summary": summarize(records),
         "records": sorted(records, key=lambda r: str(r["nodeid"])),
     }
@@ -127,6 +133,9 @@ def results_problem(doc: Any) -> str | None:
     for name in PLATFORM_FIELDS:
         if not isinstance(platform.get(name), str):
             return f"field 'platform.{name}' must be a string, got {_show(platform.get(name))}"
+    runner = doc.get("runner")
+    if runner is not None and not (isinstance(runner, dict) and isinstance(runner.get("key"), str)):
+        return f"field 'runner' must be an object with a string 'key', got {_show(runner)}"
     records = doc.get("records")
     if not isinstance(records, list):
         return f"field 'records' must be a list, got {_show(records)}"
