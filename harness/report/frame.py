@@ -32,6 +32,10 @@ COLUMNS: dict[str, str] = {
     "cuda_version": "string",
     "hip_version": "string",
     "driver_version": "string",
+    "qharness_version": "string",
+    "harness_commit": "string",
+    "engine_commit": "string",
+    "engine_versions": "string",
     "nodeid": "string",
     "suite": "string",
     "scheme": "string",
@@ -88,6 +92,23 @@ def run_columns(doc: dict[str, Any], run_id: str) -> dict[str, Any]:
         "cuda_version": _text(platform.get("cuda_version")),
         "hip_version": _text(platform.get("hip_version")),
         "driver_version": _text(runner.get("driver")),
+        **provenance_columns(doc),
+    }
+
+
+def provenance_columns(doc: dict[str, Any]) -> dict[str, Any]:
+    """The run's provenance (`harness.report.provenance`): qharness version, commits, and the
+    plugin and engine versions as one JSON text (``{"plugins": ..., "engines": ...,
+    "commits": ...}``, keys sorted, so equal stacks give equal text)."""
+    found = doc.get("provenance")
+    prov: dict[str, Any] = found if isinstance(found, dict) else {}
+    versions = doc.get("versions") if isinstance(doc.get("versions"), dict) else {}
+    stack = {k: prov[k] for k in ("plugins", "engines", "commits") if isinstance(prov.get(k), dict)}
+    return {
+        "qharness_version": _text(prov.get("qharness") or (versions or {}).get("qharness")),
+        "harness_commit": _text(prov.get("harness_commit")),
+        "engine_commit": _text(prov.get("engine_commit")),
+        "engine_versions": json.dumps(stack, sort_keys=True) if stack else None,
     }
 
 

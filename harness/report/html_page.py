@@ -28,6 +28,7 @@ td.cell{white-space:nowrap}code{font:12px ui-monospace,Menlo,Consolas,monospace;
 word-break:break-all}.kind{font-weight:600;white-space:nowrap}.num{text-align:right}
 img{max-width:100%;border:1px solid #eee;margin:6px 0}.counts td{text-align:right}
 .counts td:first-child,.counts td:nth-child(2),.counts td:nth-child(3){text-align:left}
+.warning{background:#fff4d6;color:#7a5200;padding:4px 8px;border-left:4px solid #d49a00}
 .legend span{display:inline-block;padding:1px 8px;margin-right:6px;border-radius:3px}
 """
 
@@ -151,7 +152,7 @@ def render_html(report: NightlyReport, page_path: Path) -> str:
             ),
         ]
     )
-    notes = "".join(f"<p class='muted'>note: {html_text(n)}</p>" for n in report.notes)
+    notes = "".join(f"<p class='warning'>warning: {html_text(n)}</p>" for n in report.notes)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>qharness report</title>
 <style>{STYLE}</style></head><body>

@@ -8,6 +8,7 @@ and for history written before runners had keys).
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -16,7 +17,15 @@ import pandas as pd
 from harness.report.runs import LoadedRun
 
 # Columns that, when they differ between a run and its baseline, are named in a warning.
-STACK_COLUMNS = ("torch_version", "cuda_version", "hip_version", "driver_version")
+STACK_COLUMNS = (
+    "torch_version",
+    "cuda_version",
+    "hip_version",
+    "driver_version",
+    "qharness_version",
+    "harness_commit",
+    "engine_commit",
+)
 LABEL_HINT = "give each runner its own `run --runner-label` (or QHARNESS_RUNNER)"
 
 
@@ -56,9 +65,37 @@ def baseline_notes(key: str, run: pd.DataFrame, baseline_id: str, base: pd.DataF
         for column in STACK_COLUMNS
         if (old := _first(base, column)) != (new := _first(run, column)) and (old or new)
     ]
+    changed += _engine_changes(_first(base, "engine_versions"), _first(run, "engine_versions"))
     if changed:
         notes.append(f"{key}: software changed since baseline {baseline_id}: {', '.join(changed)}")
     return notes
+
+
+def _engine_changes(old: str | None, new: str | None) -> list[str]:
+    """``vllm 0.8.0 -> 0.8.1`` for each plugin or engine distribution whose version or
+    commit differs between two ``engine_versions`` texts."""
+    if old == new or not (old and new):
+        return []
+    try:
+        before, after = json.loads(old), json.loads(new)
+    except ValueError:
+        return []
+    changes = []
+    for part in ("plugins", "engines", "commits"):
+        a, b = before.get(part) or {}, after.get(part) or {}
+        for name in sorted(set(a) | set(b)):
+            if a.get(name) != b.get(name):
+                changes.append(f"{name} {a.get(name)} -> {b.get(name)}")
+    return changes
+
+
+def missing_baseline_note(key: str) -> str:
+    """The warning for a run with nothing to compare with."""
+    return (
+        f"{key}: no baseline: the history holds no earlier run of this runner key, so nothing "
+        "was compared; unless this is its first night, the history was lost (keep it "
+        "somewhere durable: docs/CI.md)"
+    )
 
 
 def _first(frame: pd.DataFrame, column: str) -> str | None:

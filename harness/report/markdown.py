@@ -80,6 +80,9 @@ def summary_markdown(report: NightlyReport, html_link: str | None = "report.html
         "",
     ]
     lines += list(_capped(new_failures)) or ["none"]
+    if report.notes:
+        lines += ["", f"### Warnings ({len(report.notes)})", ""]
+        lines += list(_capped([f"- {md_inline(n, 400)}" for n in report.notes]))
     if html_link:
         lines += ["", f"Full report: {html_link} (matrix, skips by reason, plots, repro bundles)"]
     text = "\n".join(lines) + "\n"

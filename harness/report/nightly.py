@@ -14,7 +14,12 @@ from pathlib import Path
 import pandas as pd
 
 from harness.report.frame import COLUMNS, typed
-from harness.report.identity import baseline_notes, keyed_by_runner, shared_key_notes
+from harness.report.identity import (
+    baseline_notes,
+    keyed_by_runner,
+    missing_baseline_note,
+    shared_key_notes,
+)
 from harness.report.matrix import Cell, build_matrix
 from harness.report.regress import BAD, Regression, find_regressions
 from harness.report.runs import LoadedRun, load_run
@@ -109,6 +114,7 @@ def build_report(
             previous = _last_run_before(every, platform, run)
             baselines[platform] = previous
             if previous is None:
+                notes.append(missing_baseline_note(platform))
                 continue
             old = every[every["run_id"] == previous]
         notes += baseline_notes(platform, run.frame, str(baselines[platform]), old)

@@ -1,8 +1,9 @@
 """The results file: one JSON document per run, the input of reports.
 
 Schema ``qharness.results/1`` (documented in docs/CLI.md):
-``{"schema", "created", "exitstatus", "platform", "versions", "runner", "summary",
-"records": [...]}`` (``runner``, added later, is optional to readers)
+``{"schema", "created", "exitstatus", "platform", "versions", "runner", "provenance",
+"summary", "records": [...]}`` (``runner`` and ``provenance``, added later, are optional to
+readers)
 where each record has ``nodeid, suite, scheme, path, shape, ..., outcome, reason,
 duration_s, metrics``.
 """
@@ -47,6 +48,7 @@ def write_results(
     from harness.platform.capabilities import capabilities
     from harness.platform.info import detect
     from harness.platform.runner import runner_identity
+    from harness.report.provenance import collect_provenance
     from harness.report.rundir import host_tag
 
     platform = detect()
@@ -63,6 +65,7 @@ def write_results(
         },
         "versions": {"qharness": harness.__version__, "torch": torch.__version__},
         "runner": runner,
+        "provenance": collect_provenance(),
         "summary": summarize(records),
         "records": sorted(records, key=lambda r: str(r["nodeid"])),
     }
