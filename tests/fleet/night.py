@@ -32,7 +32,7 @@ def record(
         "outcome": outcome,
         "reason": "boom" if outcome == "failed" else None,
         "duration_s": 0.01,
-        "metrics": {"sqnr_db": sqnr} if outcome == "passed" else {},
+        "metrics": {"sqnr_db": sqnr} if outcome in ("passed", "failed") else {},
     }
 
 
