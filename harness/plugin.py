@@ -37,6 +37,10 @@ if TYPE_CHECKING:
 RECORD_KEY = "qharness"
 CASE_KEY = "qharness_case"
 ACTIVE_INI = "qharness"
+GOLDEN_INI = "qharness_golden"
+# Case fields a test may give through record_result(...) when it has no case parameter: they
+# go to the record's top level (the matrix reads them there), not only into its metrics.
+CASE_FIELDS = ("suite", "scheme", "path", "shape")
 _PLUGIN_NAMES = frozenset({"qharness", "harness.plugin"})
 
 # Fixture types, for the suites' signatures.
@@ -83,7 +87,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--qharness-golden",
         metavar="DIR",
         default=None,
-        help="golden store directory (default: <rootdir>/golden)",
+        help="golden store directory (default: ini qharness_golden, else <rootdir>/golden if it "
+        "holds a MANIFEST.json, else the goldens shipped with qharness)",
+    )
+    parser.addini(
+        GOLDEN_INI,
+        type="string",
+        default="",
+        help="golden store directory, relative to the ini file (default: the shipped goldens)",
     )
     parser.addini(
         ACTIVE_INI,
@@ -126,8 +137,29 @@ def pin_worker_gpu(environ: MutableMapping[str, str]) -> str | None:
     return gpu
 
 
+# pytest-benchmark's default storage, which it creates in the working directory at start-up
+# even when nothing is saved; options that do save or compare use it.
+BENCHMARK_DEFAULT_STORAGE = "file://./.benchmarks"
+BENCHMARK_STORAGE_USERS = ("benchmark_save", "benchmark_autosave", "benchmark_compare")
+
+
+def keep_benchmark_storage_unmade(config: pytest.Config) -> bool:
+    """While qharness is inert, stop pytest-benchmark (installed as qharness's dependency)
+    from making ``.benchmarks/`` in the project: if no option saves or compares, its storage
+    is pointed at the working directory itself, which exists and is never written. Runs
+    before pytest-benchmark's own (trylast) configure. Returns whether it did."""
+    option = config.option
+    if getattr(option, "benchmark_storage", None) != BENCHMARK_DEFAULT_STORAGE:
+        return False
+    if any(getattr(option, name, None) for name in BENCHMARK_STORAGE_USERS):
+        return False
+    option.benchmark_storage = "file://."
+    return True
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if not is_active(config):
+        keep_benchmark_storage_unmade(config)
         return
     config.pluginmanager.register(ActiveHooks(), "qharness-active")
     from harness.platform.devices import gpu_list_from_environment
@@ -182,8 +214,24 @@ def golden_store(pytestconfig: pytest.Config) -> GoldenStore:
     """The golden store (`harness.store.golden.GoldenStore`), read-only during tests."""
     from harness.store.golden import GoldenStore
 
-    root = pytestconfig.getoption("--qharness-golden") or pytestconfig.rootpath / "golden"
-    return GoldenStore(Path(root))
+    return GoldenStore(golden_dir(pytestconfig))
+
+
+def golden_dir(config: pytest.Config) -> Path:
+    """``--qharness-golden``, else ini ``qharness_golden`` (relative to the ini file), else
+    ``<rootdir>/golden`` when it is a golden store (has a MANIFEST.json), else the goldens
+    shipped with qharness (the checkout's ``golden/`` or the wheel's copy)."""
+    from harness.store.locations import golden_root
+
+    option = config.getoption("--qharness-golden")
+    if option:
+        return Path(option)
+    ini = str(config.getini(GOLDEN_INI) or "").strip()
+    if ini:
+        base = config.inipath.parent if config.inipath else config.rootpath
+        return base / ini
+    local = config.rootpath / "golden"
+    return local if (local / "MANIFEST.json").is_file() else golden_root()
 
 
 @pytest.fixture
@@ -377,13 +425,18 @@ class ResultRecorder:
             reason = _skip_reason(report)
         elif outcome in ("failed", "error"):
             reason = _failure_message(report)
+        metrics = props.get(RECORD_KEY, {})
+        case = dict(props.get(CASE_KEY, {}))
+        for name in CASE_FIELDS:  # record_result(scheme=..., path=...) reaches the matrix
+            if case.get(name) is None and isinstance(metrics.get(name), str):
+                case[name] = metrics[name]
         self.records[report.nodeid] = {
             "nodeid": report.nodeid,
-            **props.get(CASE_KEY, {}),
+            **case,
             "outcome": outcome,
             "reason": reason,
             "duration_s": round(report.duration, 6),
-            "metrics": props.get(RECORD_KEY, {}),
+            "metrics": metrics,
         }
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
