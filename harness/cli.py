@@ -458,6 +458,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         link = os.path.relpath(html_out, summary_out.parent) if html_out else None
         write_text_atomic(summary_out, summary_markdown(report, link))
         print(f"summary written to {summary_out}")
+    if args.github_annotations:
+        from harness.report.annotations import github_annotations
+
+        for line in github_annotations(report):
+            print(line)
     if report.regressions and args.fail_on_regression:
         print(f"{len(report.regressions)} regression(s)", file=sys.stderr)
         return EXIT_FAILED
@@ -508,9 +513,35 @@ def cmd_repro(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------- selftest
+# Modules the selftest's steps run (module -> the distribution to install): qharness[dev].
+SELFTEST_TOOLS = {"ruff": "ruff", "mypy": "mypy", "yaml": "pyyaml", "hypothesis": "hypothesis"}
+
+
+def selftest_prerequisites() -> None:
+    """A UsageError naming what to install (or where to run) before any step starts: the
+    selftest needs the development tools and the checkout's tests/."""
+    import importlib.util
+
+    missing = sorted(
+        dist for mod, dist in SELFTEST_TOOLS.items() if not importlib.util.find_spec(mod)
+    )
+    if missing:
+        raise UsageError(
+            f"selftest needs {', '.join(missing)}: pip install {' '.join(missing)} (or, in a "
+            "checkout, pip install -e '.[dev]')"
+        )
+    if not (REPO_ROOT / "tests").is_dir():
+        raise UsageError(
+            "selftest runs the project's own tests/, which an installed wheel does not carry: "
+            "run it in a source checkout (pip install -e '.[dev]'); `python -m harness run` "
+            "runs the suites from the wheel"
+        )
+
+
 def cmd_selftest(args: argparse.Namespace) -> int:
     """Lint, type-check, golden integrity, self-tests and suites, then the canaries (every
     faulty plugin caught, every control passing); the first failure stops it."""
+    selftest_prerequisites()
     steps: list[tuple[str, list[str]]] = [
         ("ruff check", [sys.executable, "-m", "ruff", "check", "."]),
         ("ruff format", [sys.executable, "-m", "ruff", "format", "--check", "."]),
@@ -593,8 +624,13 @@ def _workers(value: str) -> str:
     raise argparse.ArgumentTypeError(f"{value!r} is not 'auto' or a non-negative integer")
 
 
+def program_name() -> str:
+    """``qharness`` when started as the console script, else ``python -m harness``."""
+    return "qharness" if Path(sys.argv[0]).name == "qharness" else "python -m harness"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m harness", description=(__doc__ or "").splitlines()[0])
+    parser = _Parser(prog=program_name(), description=(__doc__ or "").splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser(
@@ -647,6 +683,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html", help="write the self-contained HTML page here")
     p.add_argument("--summary", help="write the short CI summary (Markdown) here")
     p.add_argument("--fail-on-regression", action="store_true", help="exit 1 on regressions")
+    p.add_argument(
+        "--github-annotations",
+        action="store_true",
+        help="print regressions and new failures as GitHub Actions error annotations",
+    )
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("history", help="the history store of runs (Parquet, one run per part)")

@@ -348,8 +348,27 @@ def measure_memory(qh_platform: PlatformInfo, record_result: RecordResult) -> Me
 
 
 # -------------------------------------------------------------------- recording
+class JsonDict(dict[str, Any]):
+    """A record's properties whose text form is JSON: JUnit XML writes ``str(value)`` of
+    each user property, which for a plain dict is a Python repr no tool can read."""
+
+    def __str__(self) -> str:
+        import json
+
+        return json.dumps(self, sort_keys=True, default=str)
+
+
 class ActiveHooks:
     """Hooks registered only when qharness is active: case fields and the header."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Before JUnit XML reads them: this test's qharness properties print as JSON."""
+        report.user_properties = [
+            (name, JsonDict(value) if name in (RECORD_KEY, CASE_KEY) and isinstance(value, dict)
+             else value)
+            for name, value in report.user_properties
+        ]  # fmt: skip
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
