@@ -451,7 +451,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"report written to {out}")
     else:
         print(text)
-    if html_out is not None:
+    if html_out is not None and args.csp_safe:
+        from harness.report.csp import write_csp_safe
+
+        extra = write_csp_safe(render_html(report, html_out), html_out)
+        print(f"html report written to {html_out} (CSP-safe; {len(extra)} asset file(s) beside it)")
+    elif html_out is not None:
         write_text_atomic(html_out, render_html(report, html_out))
         print(f"html report written to {html_out}")
     if summary_out is not None:
@@ -683,6 +688,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html", help="write the self-contained HTML page here")
     p.add_argument("--summary", help="write the short CI summary (Markdown) here")
     p.add_argument("--fail-on-regression", action="store_true", help="exit 1 on regressions")
+    p.add_argument(
+        "--csp-safe",
+        action="store_true",
+        help="--html without inline styles or data: images (styles in NAME.css, plots in "
+        "NAME-assets/), for servers with a strict Content-Security-Policy such as Jenkins",
+    )
     p.add_argument(
         "--github-annotations",
         action="store_true",
