@@ -66,11 +66,13 @@ def _text(value: Any) -> str | None:
 
 
 def run_key(doc: dict[str, Any]) -> str:
-    """The runner key of a results document (`harness.platform.runner`): its ``runner.key``,
-    or, for files written before runners had one, the platform key."""
+    """The runner key of a results document (`harness.platform.runner`): the platform key,
+    plus ``@label`` when the runner has a label. Derived from the platform fields, never
+    taken from ``runner.key``, so a file whose platform was rewritten cannot disagree."""
     runner = doc.get("runner")
-    key = runner.get("key") if isinstance(runner, dict) else None
-    return str(key) if isinstance(key, str) and key else platform_key(doc.get("platform") or {})
+    label = runner.get("label") if isinstance(runner, dict) else None
+    platform = platform_key(doc.get("platform") or {})
+    return f"{platform}@{label}" if isinstance(label, str) and label else platform
 
 
 def run_columns(doc: dict[str, Any], run_id: str) -> dict[str, Any]:
