@@ -315,7 +315,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         sys.executable, "-m", "pytest", str(suites_dir()), f"--rootdir={root}",
         f"--qharness-results={run.results}", f"--junitxml={run.junit}",
         f"--qharness-golden={golden_root()}", f"--qharness-repro={run.repro}",
-        "-o", "xfail_strict=true", "-q", *_xdist_workers(plan.workers), *_pytest_args(args),
+        "-o", "xfail_strict=true", "-q", *CONCISE_PYTEST, *_xdist_workers(plan.workers),
+        *_pytest_args(args),
     ]  # fmt: skip
     if not is_checkout():  # never write pytest's cache into an installed package
         cmd[3:3] = ["-p", "no:cacheprovider"]
@@ -340,9 +341,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         if out is not None:
             write_bytes_atomic(out, run.results.read_bytes())
             print(f"results also written to {out}")
-        from harness.report.render import render_report
+        if args.full_report:
+            from harness.report.render import render_report
 
-        print(render_report(run.results, baseline=None, max_rows=40))
+            print(render_report(run.results, baseline=None, max_rows=40))
+        else:
+            print(run_digest(run))
     elif status != 2:
         print(f"no results recorded: {reports / 'latest'} left as it was", file=sys.stderr)
     if status == 5:
@@ -351,6 +355,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     if bench_failed and status == 0:
         return EXIT_FAILED
     return exit_for_pytest(status)
+
+
+# A green run's output stays short: pytest lists failures and errors only (the project's -ra
+# would list every skip again after qharness's "skips by reason"); the details are files.
+CONCISE_PYTEST = ("-rfE",)
+
+
+def run_digest(run: Any) -> str:
+    """The few lines `run` ends with: the outcome counts and where the details are."""
+    from harness.report.results import read_results
+
+    summary = read_results(run.results)["summary"]
+    counts = ", ".join(f"{n} {o}" for o, n in summary["outcomes"].items()) or "no tests"
+    reasons = len(summary["skip_reasons"])
+    skips = f" ({reasons} skip reason(s), counted above)" if reasons else ""
+    return (
+        f"qharness: {counts}{skips}\n"
+        f"details: {run.summary} (summary), {run.html} (matrix, skips, plots), "
+        f"{run.results}; `report --results {run.results}` prints the full text report"
+    )
 
 
 def write_run_reports(run: Any, history: Path | None = None) -> None:
@@ -648,6 +672,11 @@ def build_parser() -> argparse.ArgumentParser:
         "when installed)",
     )
     p.add_argument("--bench", action="store_true", help="then run the benchmarks, serially")
+    p.add_argument(
+        "--full-report",
+        action="store_true",
+        help="end with the full text report (outcomes, skips, SQNR, memory) instead of counts",
+    )
     p.add_argument(
         "--runner-label",
         help="this runner's name in reports and history (default: $QHARNESS_RUNNER); runs of "
