@@ -178,6 +178,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     if not hasattr(config, "workerinput"):  # workers ship reports to the controller
         config.pluginmanager.register(ResultRecorder(config), "qharness-recorder")
+        config.pluginmanager.register(JsonProperties(), "qharness-junit-json")
 
 
 def stop_gracefully_on_signals(session: pytest.Session) -> None:
@@ -358,17 +359,21 @@ class JsonDict(dict[str, Any]):
         return json.dumps(self, sort_keys=True, default=str)
 
 
-class ActiveHooks:
-    """Hooks registered only when qharness is active: case fields and the header."""
+class JsonProperties:
+    """Registered on the controller only (an xdist worker must ship plain dicts): before
+    JUnit XML reads them, this test's qharness properties become `JsonDict`s."""
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Before JUnit XML reads them: this test's qharness properties print as JSON."""
         report.user_properties = [
             (name, JsonDict(value) if name in (RECORD_KEY, CASE_KEY) and isinstance(value, dict)
              else value)
             for name, value in report.user_properties
         ]  # fmt: skip
+
+
+class ActiveHooks:
+    """Hooks registered only when qharness is active: case fields and the header."""
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:

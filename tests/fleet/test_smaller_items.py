@@ -15,14 +15,15 @@ import pytest
 from harness import cli
 
 
-def test_junit_properties_are_json(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_junit_properties_are_json(tmp_path: Path, workers: list[str]) -> None:
     (tmp_path / "test_p.py").write_text(
         "def test_p(record_result):\n"
         "    record_result(sqnr_db=31.5, kernel='k', checks={'a': 'pass'})\n"
     )
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--qharness",
-         "--junitxml", "junit.xml"],
+         "--junitxml", "junit.xml", *workers],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout
