@@ -19,6 +19,7 @@ DATA_IMAGE = re.compile(r'src="data:image/png;base64,([A-Za-z0-9+/=]*)"')
 TAG = re.compile(r"<[a-zA-Z][^<>]*>")
 STYLE_ATTRIBUTE = re.compile(r'\sstyle="([^"]*)"')
 CLASS_ATTRIBUTE = re.compile(r'\sclass="([^"]*)"')
+SELF_CLOSING = re.compile(r"/>\Z")
 
 
 def _classes_for_inline_styles(html: str) -> tuple[str, list[str]]:
@@ -34,7 +35,7 @@ def _classes_for_inline_styles(html: str) -> tuple[str, list[str]]:
         text = STYLE_ATTRIBUTE.sub("", text, count=1)
         if CLASS_ATTRIBUTE.search(text):
             return CLASS_ATTRIBUTE.sub(lambda m: f' class="{m.group(1)} {name}"', text, count=1)
-        end = "/>" if text.endswith("/>") else ">"
+        end = "/>" if SELF_CLOSING.search(text) else ">"
         return text[: -len(end)] + f' class="{name}"' + end
 
     html = TAG.sub(tag, html)
