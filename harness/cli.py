@@ -35,6 +35,7 @@ from harness.store.locations import golden_root as shipped_golden_root
 
 if TYPE_CHECKING:  # the CLI imports the core lazily, per command
     from harness.core.spec import QuantSpec
+    from harness.platform.workers import WorkerPlan
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 __all__ = [
@@ -212,6 +213,15 @@ def _xdist_workers(requested: str) -> list[str]:
     return ["-n", requested, "-p", "no:benchmark"]
 
 
+def worker_plan(requested: str) -> WorkerPlan:
+    """``--workers``: on a GPU runner ``auto`` is one pinned worker per visible GPU
+    (`harness.platform.workers`)."""
+    from harness.platform.workers import plan_workers, visible_gpu_count
+
+    gpus = visible_gpu_count() if requested == "auto" else 0
+    return plan_workers(requested, os.environ, gpus)
+
+
 def _caller_path(value: str) -> Path:
     """A path from the command line, relative to the caller's working directory."""
     return (Path.cwd() / Path(value).expanduser()).resolve()
@@ -234,7 +244,7 @@ INHERITED_PYTEST_VARIABLES = frozenset(
 )
 
 
-def _run_pytest(cmd: list[str], cwd: Path) -> int:
+def _run_pytest(cmd: list[str], cwd: Path, extra_env: dict[str, str] | None = None) -> int:
     """Run pytest as a child; SIGTERM to us is passed on, so the child ends its session and
     writes what finished (partial). Ctrl-C reaches the child through the terminal. The child
     ends itself when we die (`harness.process.watch_parent`); one that died of a signal
@@ -247,6 +257,7 @@ def _run_pytest(cmd: list[str], cwd: Path) -> int:
     # A pytest session of our own: nothing of an enclosing one (an xdist worker's identity
     # would switch pytest-benchmark off) is inherited.
     env = child_environment(os.environ, INHERITED_PYTEST_VARIABLES)
+    env.update(extra_env or {})
     child = subprocess.Popen(cmd, cwd=cwd, env=env)
 
     def forward(signum: int, frame: Any) -> None:
@@ -340,6 +351,7 @@ def _check_keyword_expression(pytest_args: list[str]) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     _interrupt_on_sigterm()
     from harness.platform.info import detect
+    from harness.platform.runner import RUNNER_VARIABLE, check_label
     from harness.report.rundir import LATEST_JSON, create_run_dir, new_run_id
 
     reports = _caller_path(args.reports_dir) if args.reports_dir else default_reports_dir()
@@ -352,14 +364,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     apply_simulation(args)  # before plugins import their kernels
     _load_plugins()
     run = create_run_dir(reports, new_run_id(detect().to_json()))
+    plan = worker_plan(args.workers)
+    if args.runner_label:
+        plan.environment[RUNNER_VARIABLE] = check_label(args.runner_label, "--runner-label")
     try:
-        return _run_in(run, args, reports, out)
+        return _run_in(run, args, reports, out, plan)
     except KeyboardInterrupt:
         _discard_if_empty(run)
         raise
 
 
-def _run_in(run: Any, args: argparse.Namespace, reports: Path, out: Path | None) -> int:
+def _run_in(
+    run: Any, args: argparse.Namespace, reports: Path, out: Path | None, plan: WorkerPlan
+) -> int:
     """`run` once its run directory exists: pytest, benchmarks, the run's reports."""
     from harness.store.locations import (
         benchmarks_dir,
@@ -369,16 +386,19 @@ def _run_in(run: Any, args: argparse.Namespace, reports: Path, out: Path | None)
         suites_dir,
     )
 
+    if plan.explanation:
+        print(f"workers: {plan.workers} ({plan.explanation})", flush=True)
     root = content_root()
     cmd = [
         sys.executable, "-m", "pytest", str(suites_dir()), f"--rootdir={root}",
         f"--qharness-results={run.results}", f"--junitxml={run.junit}",
         f"--qharness-golden={golden_root()}", f"--qharness-repro={run.repro}",
-        "-o", "xfail_strict=true", "-q", *_xdist_workers(args.workers), *_pytest_args(args),
+        "-o", "xfail_strict=true", "-q", *CONCISE_PYTEST, *_xdist_workers(plan.workers),
+        *_pytest_args(args),
     ]  # fmt: skip
     if not is_checkout():  # never write pytest's cache into an installed package
         cmd[3:3] = ["-p", "no:cacheprovider"]
-    status = _run_pytest(cmd, root)
+    status = _run_pytest(cmd, root, plan.environment)
     bench_failed = False
     if args.bench and status in (0, 1):
         bench = [
@@ -395,12 +415,12 @@ def _run_in(run: Any, args: argparse.Namespace, reports: Path, out: Path | None)
     print(f"run directory: {run.path}")
     _refuse_rescued_results(run)
     if run.results.exists() and _promotes_to_latest(status, run.results):
-        print(finish_run(run, reports, out))
+        print(finish_run(run, reports, out, full=args.full_report))
     elif status == PYTEST_INTERRUPTED:
         _discard_if_empty(run)
         print(f"interrupted before any result was recorded: {reports / 'latest'} left as it "
               "was", file=sys.stderr)  # fmt: skip
-    else:
+    elif status != 2:  # a usage error has said why already
         print(f"no results recorded: {reports / 'latest'} left as it was", file=sys.stderr)
     if status == 5:
         print("no tests ran: treating as a failure", file=sys.stderr)
@@ -422,9 +442,10 @@ def _refuse_rescued_results(run: Any) -> None:
         )
 
 
-def finish_run(run: Any, reports: Path, out: Path | None) -> str:
+def finish_run(run: Any, reports: Path, out: Path | None, full: bool = True) -> str:
     """What a run does once its pytest wrote results: summary.md and report.html, the
-    ``latest`` pointer, the ``--out`` copy; returns the text report to print."""
+    ``latest`` pointer, the ``--out`` copy; returns what to print: the text report
+    (``full``) or the few lines of `run_digest`."""
     from harness.report.render import render_report
     from harness.report.rundir import update_latest
     from harness.store.atomic import write_bytes_atomic
@@ -440,7 +461,29 @@ def finish_run(run: Any, reports: Path, out: Path | None) -> str:
         if fault is None:
             raise
         raise FileSystemError(f"{fault}; the run's results are kept in {run.results}") from exc
+    if not full:
+        return run_digest(run)
     return render_report(run.results, baseline=None, max_rows=40)
+
+
+# A green run's output stays short: pytest lists failures and errors only (the project's -ra
+# would list every skip again after qharness's "skips by reason"); the details are files.
+CONCISE_PYTEST = ("-rfE",)
+
+
+def run_digest(run: Any) -> str:
+    """The few lines `run` ends with: the outcome counts and where the details are."""
+    from harness.report.results import read_results
+
+    summary = read_results(run.results)["summary"]
+    counts = ", ".join(f"{n} {o}" for o, n in summary["outcomes"].items()) or "no tests"
+    reasons = len(summary["skip_reasons"])
+    skips = f" ({reasons} skip reason(s), counted above)" if reasons else ""
+    return (
+        f"qharness: {counts}{skips}\n"
+        f"details: {run.summary} (summary), {run.html} (matrix, skips, plots), "
+        f"{run.results}; `report --results {run.results}` prints the full text report"
+    )
 
 
 def write_run_reports(run: Any, history: Path | None = None) -> None:
@@ -542,13 +585,23 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"report written to {out}")
     else:
         print(text)
-    if html_out is not None:
+    if html_out is not None and args.csp_safe:
+        from harness.report.csp import write_csp_safe
+
+        extra = write_csp_safe(render_html(report, html_out), html_out)
+        print(f"html report written to {html_out} (CSP-safe; {len(extra)} asset file(s) beside it)")
+    elif html_out is not None:
         write_text_atomic(html_out, render_html(report, html_out))
         print(f"html report written to {html_out}")
     if summary_out is not None:
         link = os.path.relpath(html_out, summary_out.parent) if html_out else None
         write_text_atomic(summary_out, summary_markdown(report, link))
         print(f"summary written to {summary_out}")
+    if args.github_annotations:
+        from harness.report.annotations import github_annotations
+
+        for line in github_annotations(report):
+            print(line)
     if report.regressions and args.fail_on_regression:
         print(f"{len(report.regressions)} regression(s)", file=sys.stderr)
         return EXIT_FAILED
@@ -599,9 +652,35 @@ def cmd_repro(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------- selftest
+# Modules the selftest's steps run (module -> the distribution to install): qharness[dev].
+SELFTEST_TOOLS = {"ruff": "ruff", "mypy": "mypy", "yaml": "pyyaml", "hypothesis": "hypothesis"}
+
+
+def selftest_prerequisites() -> None:
+    """A UsageError naming what to install (or where to run) before any step starts: the
+    selftest needs the development tools and the checkout's tests/."""
+    import importlib.util
+
+    missing = sorted(
+        dist for mod, dist in SELFTEST_TOOLS.items() if not importlib.util.find_spec(mod)
+    )
+    if missing:
+        raise UsageError(
+            f"selftest needs {', '.join(missing)}: pip install {' '.join(missing)} (or, in a "
+            "checkout, pip install -e '.[dev]')"
+        )
+    if not (REPO_ROOT / "tests").is_dir():
+        raise UsageError(
+            "selftest runs the project's own tests/, which an installed wheel does not carry: "
+            "run it in a source checkout (pip install -e '.[dev]'); `python -m harness run` "
+            "runs the suites from the wheel"
+        )
+
+
 def cmd_selftest(args: argparse.Namespace) -> int:
     """Lint, type-check, golden integrity, self-tests and suites, then the canaries (every
     faulty plugin caught, every control passing); the first failure stops it."""
+    selftest_prerequisites()
     steps: list[tuple[str, list[str]]] = [
         ("ruff check", [sys.executable, "-m", "ruff", "check", "."]),
         ("ruff format", [sys.executable, "-m", "ruff", "format", "--check", "."]),
@@ -684,8 +763,13 @@ def _workers(value: str) -> str:
     raise argparse.ArgumentTypeError(f"{value!r} is not 'auto' or a non-negative integer")
 
 
+def program_name() -> str:
+    """``qharness`` when started as the console script, else ``python -m harness``."""
+    return "qharness" if Path(sys.argv[0]).name == "qharness" else "python -m harness"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m harness", description=(__doc__ or "").splitlines()[0])
+    parser = _Parser(prog=program_name(), description=(__doc__ or "").splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser(
@@ -699,7 +783,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--bench", action="store_true", help="then run the benchmarks, serially")
     p.add_argument(
-        "--workers", default="auto", type=_workers, help="pytest-xdist workers, 0 for none"
+        "--full-report",
+        action="store_true",
+        help="end with the full text report (outcomes, skips, SQNR, memory) instead of counts",
+    )
+    p.add_argument(
+        "--runner-label",
+        help="this runner's name in reports and history (default: $QHARNESS_RUNNER); runs of "
+        "one platform with different labels get their own column and baselines",
+    )
+    p.add_argument(
+        "--workers",
+        default="auto",
+        type=_workers,
+        help="pytest-xdist workers, 0 for none; auto: one per visible GPU (each pinned to its "
+        "own) on a GPU runner, one per core on a CPU",
     )
     p.add_argument("--simulate", metavar="SIMULATOR:ARCH", help=SIMULATE_HELP)
     p.set_defaults(func=cmd_run, pytest_args=[])
@@ -731,6 +829,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html", help="write the self-contained HTML page here")
     p.add_argument("--summary", help="write the short CI summary (Markdown) here")
     p.add_argument("--fail-on-regression", action="store_true", help="exit 1 on regressions")
+    p.add_argument(
+        "--csp-safe",
+        action="store_true",
+        help="--html without inline styles or data: images (styles in NAME.css, plots in "
+        "NAME-assets/), for servers with a strict Content-Security-Policy such as Jenkins",
+    )
+    p.add_argument(
+        "--github-annotations",
+        action="store_true",
+        help="print regressions and new failures as GitHub Actions error annotations",
+    )
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("history", help="the history store of runs (Parquet, one run per part)")
@@ -757,8 +866,10 @@ def _validate_environment(args: argparse.Namespace) -> None:
     """Environment values the command will use, checked before it starts anything."""
     if args.command in ("run", "selftest"):
         from harness.platform.devices import gpu_list_from_environment
+        from harness.platform.runner import runner_label
 
         gpu_list_from_environment(os.environ)
+        runner_label(os.environ)
     if args.command in ("run", "platform") and getattr(args, "simulate", None) is None:
         from harness.platform.simulate import simulation_from_environment
 

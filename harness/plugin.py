@@ -45,6 +45,7 @@ from harness.pytest_plugin.recorder import (
     RECORD_KEY,
     REPRO_KEY,
     ActiveHooks,
+    JsonProperties,
     ResultRecorder,
     stop_gracefully_on_signals,
     write_repro_bundle,
@@ -78,6 +79,7 @@ __all__ = [
 ]
 
 ACTIVE_INI = "qharness"
+GOLDEN_INI = "qharness_golden"
 _PLUGIN_NAMES = frozenset({"qharness", "harness.plugin"})
 
 
@@ -106,7 +108,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--qharness-golden",
         metavar="DIR",
         default=None,
-        help="golden store directory (default: <rootdir>/golden)",
+        help="golden store directory (default: ini qharness_golden, else <rootdir>/golden if it "
+        "holds a MANIFEST.json, else the goldens shipped with qharness)",
+    )
+    parser.addini(
+        GOLDEN_INI,
+        type="string",
+        default="",
+        help="golden store directory, relative to the ini file (default: the shipped goldens)",
     )
     parser.addini(
         ACTIVE_INI,
@@ -127,8 +136,29 @@ def is_active(config: pytest.Config) -> bool:
     )
 
 
+# pytest-benchmark's default storage, which it creates in the working directory at start-up
+# even when nothing is saved; options that do save or compare use it.
+BENCHMARK_DEFAULT_STORAGE = "file://./.benchmarks"
+BENCHMARK_STORAGE_USERS = ("benchmark_save", "benchmark_autosave", "benchmark_compare")
+
+
+def keep_benchmark_storage_unmade(config: pytest.Config) -> bool:
+    """While qharness is inert, stop pytest-benchmark (installed as qharness's dependency)
+    from making ``.benchmarks/`` in the project: if no option saves or compares, its storage
+    is pointed at the working directory itself, which exists and is never written. Runs
+    before pytest-benchmark's own (trylast) configure. Returns whether it did."""
+    option = config.option
+    if getattr(option, "benchmark_storage", None) != BENCHMARK_DEFAULT_STORAGE:
+        return False
+    if any(getattr(option, name, None) for name in BENCHMARK_STORAGE_USERS):
+        return False
+    option.benchmark_storage = "file://."
+    return True
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if not is_active(config):
+        keep_benchmark_storage_unmade(config)
         return
     config.pluginmanager.register(ActiveHooks(), "qharness-active")
     from harness.platform.devices import gpu_list_from_environment
@@ -146,10 +176,14 @@ def pytest_configure(config: pytest.Config) -> None:
         simulation = simulation_from_environment(os.environ)
         if simulation is not None:  # before any kernel module imports triton.jit
             os.environ.update(simulation_environment(simulation))
+            from harness.platform.runner import runner_label
+
+            runner_label(os.environ)  # QHARNESS_RUNNER: refused now, not when writing results
     except EnvironmentValueError as exc:
         raise pytest.UsageError(str(exc)) from None
     if not hasattr(config, "workerinput"):  # workers ship reports to the controller
         config.pluginmanager.register(ResultRecorder(config), "qharness-recorder")
+        config.pluginmanager.register(JsonProperties(), "qharness-junit-json")
 
 
 # ------------------------------------------------------------------------- fixtures
@@ -166,8 +200,24 @@ def golden_store(pytestconfig: pytest.Config) -> GoldenStore:
     """The golden store (`harness.store.golden.GoldenStore`), read-only during tests."""
     from harness.store.golden import GoldenStore
 
-    root = pytestconfig.getoption("--qharness-golden") or pytestconfig.rootpath / "golden"
-    return GoldenStore(Path(root))
+    return GoldenStore(golden_dir(pytestconfig))
+
+
+def golden_dir(config: pytest.Config) -> Path:
+    """``--qharness-golden``, else ini ``qharness_golden`` (relative to the ini file), else
+    ``<rootdir>/golden`` when it is a golden store (has a MANIFEST.json), else the goldens
+    shipped with qharness (the checkout's ``golden/`` or the wheel's copy)."""
+    from harness.store.locations import golden_root
+
+    option = config.getoption("--qharness-golden")
+    if option:
+        return Path(option)
+    ini = str(config.getini(GOLDEN_INI) or "").strip()
+    if ini:
+        base = config.inipath.parent if config.inipath else config.rootpath
+        return base / ini
+    local = config.rootpath / "golden"
+    return local if (local / "MANIFEST.json").is_file() else golden_root()
 
 
 @pytest.fixture

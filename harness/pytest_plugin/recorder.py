@@ -13,6 +13,9 @@ import pytest
 RECORD_KEY = "qharness"
 CASE_KEY = "qharness_case"
 REPRO_KEY = pytest.StashKey[dict[str, Any]]()
+# Case fields a test may give through record_result(...) when it has no case parameter: they
+# go to the record's top level (the matrix reads them there), not only into its metrics.
+CASE_FIELDS = ("suite", "scheme", "path", "shape")
 
 
 def stop_gracefully_on_signals(session: pytest.Session) -> None:
@@ -58,6 +61,29 @@ def write_repro_bundle(item: pytest.Item, report: pytest.TestReport) -> None:
         "versions": {"torch": torch.__version__},
     }
     write_bundle(Path(directory), item.nodeid, Bundle(kept["tensors"], meta))
+
+
+class JsonDict(dict[str, Any]):
+    """A record's properties whose text form is JSON: JUnit XML writes ``str(value)`` of
+    each user property, which for a plain dict is a Python repr no tool can read."""
+
+    def __str__(self) -> str:
+        import json
+
+        return json.dumps(self, sort_keys=True, default=str)
+
+
+class JsonProperties:
+    """Registered on the controller only (an xdist worker must ship plain dicts): before
+    JUnit XML reads them, this test's qharness properties become `JsonDict`s."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        report.user_properties = [
+            (name, JsonDict(value) if name in (RECORD_KEY, CASE_KEY) and isinstance(value, dict)
+             else value)
+            for name, value in report.user_properties
+        ]  # fmt: skip
 
 
 class ActiveHooks:
@@ -138,13 +164,18 @@ class ResultRecorder:
             reason = _skip_reason(report)
         elif outcome in ("failed", "error"):
             reason = _failure_message(report)
+        metrics = props.get(RECORD_KEY, {})
+        case = dict(props.get(CASE_KEY, {}))
+        for name in CASE_FIELDS:  # record_result(scheme=..., path=...) reaches the matrix
+            if case.get(name) is None and isinstance(metrics.get(name), str):
+                case[name] = metrics[name]
         self.records[report.nodeid] = {
             "nodeid": report.nodeid,
-            **props.get(CASE_KEY, {}),
+            **case,
             "outcome": outcome,
             "reason": reason,
             "duration_s": round(report.duration, 6),
-            "metrics": props.get(RECORD_KEY, {}),
+            "metrics": metrics,
         }
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:

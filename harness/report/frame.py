@@ -26,6 +26,16 @@ COLUMNS: dict[str, str] = {
     "arch": "string",
     "torch_version": "string",
     "partial": "bool",
+    "runner_key": "string",
+    "runner_label": "string",
+    "runner_host": "string",
+    "cuda_version": "string",
+    "hip_version": "string",
+    "driver_version": "string",
+    "qharness_version": "string",
+    "harness_commit": "string",
+    "engine_commit": "string",
+    "engine_versions": "string",
     "nodeid": "string",
     "suite": "string",
     "scheme": "string",
@@ -55,9 +65,21 @@ def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
+def run_key(doc: dict[str, Any]) -> str:
+    """The runner key of a results document (`harness.platform.runner`): the platform key,
+    plus ``@label`` when the runner has a label. Derived from the platform fields, never
+    taken from ``runner.key``, so a file whose platform was rewritten cannot disagree."""
+    runner = doc.get("runner")
+    label = runner.get("label") if isinstance(runner, dict) else None
+    platform = platform_key(doc.get("platform") or {})
+    return f"{platform}@{label}" if isinstance(label, str) and label else platform
+
+
 def run_columns(doc: dict[str, Any], run_id: str) -> dict[str, Any]:
     """The columns every row of one run shares."""
     platform = doc.get("platform") or {}
+    found = doc.get("runner")
+    runner: dict[str, Any] = found if isinstance(found, dict) else {}
     return {
         "run_id": run_id,
         "created": _text(doc.get("created")),
@@ -66,6 +88,29 @@ def run_columns(doc: dict[str, Any], run_id: str) -> dict[str, Any]:
         "arch": _text(platform.get("arch")),
         "torch_version": _text(platform.get("torch_version")),
         "partial": bool(doc.get("partial", False)),
+        "runner_key": run_key(doc),
+        "runner_label": _text(runner.get("label")),
+        "runner_host": _text(runner.get("host")),
+        "cuda_version": _text(platform.get("cuda_version")),
+        "hip_version": _text(platform.get("hip_version")),
+        "driver_version": _text(runner.get("driver")),
+        **provenance_columns(doc),
+    }
+
+
+def provenance_columns(doc: dict[str, Any]) -> dict[str, Any]:
+    """The run's provenance (`harness.report.provenance`): qharness version, commits, and the
+    plugin and engine versions as one JSON text (``{"plugins": ..., "engines": ...,
+    "commits": ...}``, keys sorted, so equal stacks give equal text)."""
+    found = doc.get("provenance")
+    prov: dict[str, Any] = found if isinstance(found, dict) else {}
+    versions = doc.get("versions") if isinstance(doc.get("versions"), dict) else {}
+    stack = {k: prov[k] for k in ("plugins", "engines", "commits") if isinstance(prov.get(k), dict)}
+    return {
+        "qharness_version": _text(prov.get("qharness") or (versions or {}).get("qharness")),
+        "harness_commit": _text(prov.get("harness_commit")),
+        "engine_commit": _text(prov.get("engine_commit")),
+        "engine_versions": json.dumps(stack, sort_keys=True) if stack else None,
     }
 
 

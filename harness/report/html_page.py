@@ -24,10 +24,12 @@ table{border-collapse:collapse;margin:6px 0}th,td{border:1px solid #dde;padding:
 text-align:left;vertical-align:top}th{background:#f3f5f9;position:sticky;top:0}
 td.pass{background:#e5f5e8;color:#14532d}td.fail{background:#fde2e1;color:#8a1c17;font-weight:600}
 td.emulated-only{background:#fff4d6;color:#7a5200}td.skipped{background:#eef0f4;color:#555}
+td.partial{background:#f3e8ff;color:#5b2a86}
 td.cell{white-space:nowrap}code{font:12px ui-monospace,Menlo,Consolas,monospace;
 word-break:break-all}.kind{font-weight:600;white-space:nowrap}.num{text-align:right}
 img{max-width:100%;border:1px solid #eee;margin:6px 0}.counts td{text-align:right}
 .counts td:first-child,.counts td:nth-child(2),.counts td:nth-child(3){text-align:left}
+.warning{background:#fff4d6;color:#7a5200;padding:4px 8px;border-left:4px solid #d49a00}
 .legend span{display:inline-block;padding:1px 8px;margin-right:6px;border-radius:3px}
 """
 
@@ -48,8 +50,9 @@ def _matrix(report: NightlyReport) -> str:
     legend = (
         '<p class="legend"><span class="pass" style="background:#e5f5e8">pass</span>'
         '<span style="background:#fde2e1">fail</span>'
+        '<span style="background:#f3e8ff">partly run</span>'
         '<span style="background:#fff4d6">emulated-only</span>'
-        '<span style="background:#eef0f4">skipped</span> hover a cell for its reason</p>'
+        '<span style="background:#eef0f4">not run</span> hover a cell for its reason</p>'
     )
     return (
         f"{legend}<table><tr><th>scheme</th><th>path</th>{head}</tr>{''.join(rows)}</table>"
@@ -151,7 +154,7 @@ def render_html(report: NightlyReport, page_path: Path) -> str:
             ),
         ]
     )
-    notes = "".join(f"<p class='muted'>note: {html_text(n)}</p>" for n in report.notes)
+    notes = "".join(f"<p class='warning'>warning: {html_text(n)}</p>" for n in report.notes)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>qharness report</title>
 <style>{STYLE}</style></head><body>

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from harness.report.escape import md_inline
+from harness.report.grouping import group_items, grouped_markdown, without_runner_paths
 from harness.report.nightly import NightlyReport
 
 SUMMARY_LIMIT = 60_000
@@ -66,21 +67,40 @@ def failure_lines(report: NightlyReport, new_only: bool) -> list[str]:
 
 
 def summary_markdown(report: NightlyReport, html_link: str | None = "report.html") -> str:
-    """The short summary for a CI job page."""
+    """The short summary for a CI job page: regressions and new failures grouped by
+    platform, scheme and path (every group counted, a few tests each), no absolute paths."""
     regs = regression_lines(report)
     new_failures = failure_lines(report, new_only=True)
+    fresh = [f for f in report.failures if f.is_new]
+    reg_groups = group_items(
+        report,
+        [
+            (r.platform, r.nodeid, r.kind, line)
+            for r, line in zip(report.regressions, regs, strict=True)
+        ],
+    )
+    failure_groups = group_items(
+        report,
+        [
+            (f.platform, f.nodeid, f.outcome, line)
+            for f, line in zip(fresh, new_failures, strict=True)
+        ],
+    )
     lines = ["## qharness nightly", "", *_counts_table(report), ""]
     lines += [f"### Regressions ({len(regs)})", ""]
-    lines += list(_capped(regs)) or ["none"]
+    lines += grouped_markdown(reg_groups)
     lines += [
         "",
         f"### New failures ({len(new_failures)}; {len(report.failures)} failing in all)",
         "",
     ]
-    lines += list(_capped(new_failures)) or ["none"]
+    lines += grouped_markdown(failure_groups)
+    if report.notes:
+        lines += ["", f"### Warnings ({len(report.notes)})", ""]
+        lines += list(_capped([f"- {md_inline(n, 400)}" for n in report.notes]))
     if html_link:
         lines += ["", f"Full report: {html_link} (matrix, skips by reason, plots, repro bundles)"]
-    text = "\n".join(lines) + "\n"
+    text = without_runner_paths("\n".join(lines) + "\n", report)
     if len(text) > SUMMARY_LIMIT:
         text = text[: SUMMARY_LIMIT - 80] + "\n\n(summary cut to its size limit; see report.html)\n"
     return text

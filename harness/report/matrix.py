@@ -1,9 +1,12 @@
 """The merged matrix: scheme x path rows, one column per platform, one verdict per cell.
 
-A cell is ``pass``, ``fail`` (any failed or errored test), ``emulated-only`` (a native path
-that did not run its tests natively here, while the reference path ran: skipped, or a MoE
-kernel that is the emulated one), ``skipped`` (with the most common reason) or empty where
-the platform has no such tests.
+A cell is ``pass`` (every suite with tests of that scheme and path ran some of them),
+``fail`` (any failed or errored test), ``partial`` (some suites ran, others' tests were all
+skipped or fell back to the emulated kernel: "pass" would claim what did not run),
+``emulated-only`` (a native path that did not run its tests natively here, while the
+reference path ran: skipped, or a MoE kernel that is the emulated one), ``skipped`` (shown
+"not run", with the most common reason) or empty where the platform has no such tests.
+Each cell keeps its per-suite counts.
 """
 
 from __future__ import annotations
@@ -16,20 +19,66 @@ from harness.report.regress import BAD, EMULATED_KERNEL, REFERENCE_PATHS
 
 
 @dataclass(frozen=True)
+class SuiteCount:
+    """One suite's tests in a cell; ``ran``: some passed, on the path's own kernel."""
+
+    suite: str
+    passed: int
+    failed: int
+    skipped: int
+    ran: bool
+
+    @property
+    def text(self) -> str:
+        if self.failed:
+            return f"{self.suite} fail {self.failed}/{self.passed + self.failed}"
+        if not self.ran:
+            return (
+                f"{self.suite} not run ({self.skipped} skipped)"
+                if self.skipped
+                else (f"{self.suite} emulated kernel")
+            )
+        skipped = f", {self.skipped} skipped" if self.skipped else ""
+        return f"{self.suite} {self.passed} passed{skipped}"
+
+
+@dataclass(frozen=True)
 class Cell:
-    verdict: str  # "pass" | "fail" | "emulated-only" | "skipped" | ""
+    verdict: str  # "pass" | "fail" | "partial" | "emulated-only" | "skipped" | ""
     passed: int
     failed: int
     skipped: int
     reason: str = ""
+    suites: tuple[SuiteCount, ...] = ()
 
     @property
     def label(self) -> str:
         if self.verdict == "fail":
-            return f"fail {self.failed}/{self.passed + self.failed}"
-        if self.verdict == "pass" and self.skipped:
-            return f"pass ({self.skipped} skipped)"
-        return self.verdict
+            head = f"fail {self.failed}/{self.passed + self.failed}"
+        elif self.verdict == "pass" and self.skipped:
+            head = f"pass ({self.skipped} skipped)"
+        elif self.verdict == "skipped":
+            head = "not run"
+        elif self.verdict == "partial":
+            head = "partly run"
+        else:
+            head = self.verdict
+        if len(self.suites) > 1 or self.verdict == "partial":
+            return f"{head}: " + "; ".join(s.text for s in self.suites)
+        return head
+
+
+def _suite_counts(rows: pd.DataFrame, non_reference: bool) -> tuple[SuiteCount, ...]:
+    counts = []
+    for suite, group in rows.groupby(rows["suite"].fillna("other"), sort=True):
+        outcomes = group["outcome"]
+        failed = int(outcomes.isin(BAD).sum())
+        skipped = int((outcomes == "skipped").sum())
+        passed = len(group) - failed - skipped
+        emulated = bool((group["kernel"] == EMULATED_KERNEL).fillna(False).all())
+        ran = passed > 0 and not (non_reference and emulated)
+        counts.append(SuiteCount(str(suite), passed, failed, skipped, ran))
+    return tuple(counts)
 
 
 def _cell(rows: pd.DataFrame, reference_ran: bool) -> Cell:
@@ -43,13 +92,19 @@ def _cell(rows: pd.DataFrame, reference_ran: bool) -> Cell:
         rows["path"].notna().all() and not rows["path"].isin(REFERENCE_PATHS).any()
     )
     emulated_kernel = bool((rows["kernel"] == EMULATED_KERNEL).fillna(False).all())
+    suites = _suite_counts(rows, non_reference)
     if failed:
-        return Cell("fail", passed, failed, skipped, reason)
+        return Cell("fail", passed, failed, skipped, reason, suites)
     if non_reference and reference_ran and (passed == 0 or emulated_kernel):
-        return Cell("emulated-only", passed, failed, skipped, reason or "runs the emulated kernel")
+        why = reason or "runs the emulated kernel"
+        return Cell("emulated-only", passed, failed, skipped, why, suites)
     if passed == 0:
-        return Cell("skipped", passed, failed, skipped, reason)
-    return Cell("pass", passed, failed, skipped, reason)
+        return Cell("skipped", passed, failed, skipped, reason, suites)
+    not_run = [s for s in suites if not s.ran]
+    if not_run:
+        why = "; ".join(s.text for s in not_run) + (f" ({reason})" if reason else "")
+        return Cell("partial", passed, failed, skipped, why, suites)
+    return Cell("pass", passed, failed, skipped, reason, suites)
 
 
 def build_matrix(frame: pd.DataFrame) -> dict[tuple[str, str], dict[str, Cell]]:

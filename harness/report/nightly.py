@@ -9,12 +9,18 @@ whose missing fields are ``None`` (never pandas' NA or NaN).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
 
 from harness.report.frame import COLUMNS, typed
+from harness.report.identity import (
+    baseline_notes,
+    keyed_by_runner,
+    missing_baseline_note,
+    shared_key_notes,
+)
 from harness.report.matrix import Cell, build_matrix
 from harness.report.plain import plain_rows, plain_text
 from harness.report.regress import BAD, Regression, find_regressions
@@ -49,7 +55,7 @@ class SkipRow:
 
 @dataclass
 class NightlyReport:
-    runs: dict[str, LoadedRun]  # platform -> the run reported for it
+    runs: dict[str, LoadedRun]  # runner key (the platform, or platform@label) -> its run
     baselines: dict[str, str | None]  # platform -> baseline run id (None: first run)
     frame: pd.DataFrame  # rows of the reported runs
     history: pd.DataFrame  # every known row (history + given runs), for plots and streaks
@@ -112,13 +118,17 @@ def build_report(
     if base_run is not None:
         known.append(base_run.frame)
     every = typed(pd.concat(known, ignore_index=True)) if known else typed(pd.DataFrame())
-    every = every.drop_duplicates(["run_id", "nodeid"], keep="last")
+    every = keyed_by_runner(every.drop_duplicates(["run_id", "nodeid"], keep="last"))
+    loaded = [replace(r, frame=keyed_by_runner(r.frame)) for r in loaded]
+    if base_run is not None:
+        base_run = replace(base_run, frame=keyed_by_runner(base_run.frame))
 
     current: dict[str, LoadedRun] = {}
     for run in sorted(loaded, key=lambda r: (r.created, r.run_id)):
         current[run.platform] = run
     notes = [f"{r.run_id}: no records" for r in loaded if r.frame.empty]
     notes += [note for r in loaded for note in r.notes]
+    notes += shared_key_notes(loaded)
 
     regressions: list[Regression] = []
     baselines: dict[str, str | None] = {}
@@ -130,8 +140,10 @@ def build_report(
             previous = _last_run_before(every, platform, run)
             baselines[platform] = previous
             if previous is None:
+                notes.append(missing_baseline_note(platform))
                 continue
             old = every[every["run_id"] == previous]
+        notes += baseline_notes(platform, run.frame, str(baselines[platform]), old)
         earlier = every[(every["platform"] == platform) & (every["run_id"] != run.run_id)]
         regressions += find_regressions(run.frame, old, earlier)
 

@@ -2,10 +2,14 @@
 
 - SQNR per scheme over the nights: median linear-suite SQNR per scheme and run (MoE SQNR
   comes from inputs built to cancel and would say nothing about the scheme).
-- Peak memory per scheme: the largest measured peak of each scheme per platform.
+- Peak memory per scheme: the memory suite's measured peak of two forward calls (the number
+  its budget holds), the largest over its paths and shapes, per scheme and platform. Other
+  suites' peaks (the reference quantizer's, a linear case's) measure other things and would
+  make every scheme's bar the same.
 - Benchmark times over the nights with the noise band (mean ± `NOISE_SIGMAS` std of the
   history), the band the regression rule uses.
-Each returns None when there is nothing to draw.
+Each returns None when there is nothing to draw. Series get distinct (colour, marker) pairs
+from `series_styles` (20 colours x 10 markers), so 30 schemes stay tellable apart.
 """
 
 from __future__ import annotations
@@ -25,6 +29,14 @@ from harness.report.regress import NOISE_SIGMAS
 
 MAX_BENCHMARKS = 8
 MAX_TICKS = 12  # run labels on the time axis (60 labels cost seconds of drawing)
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
+MEMORY_SUITE = "memory"  # the suite whose peak_bytes is the forward call's, under a budget
+
+
+def series_styles(count: int) -> list[tuple[tuple[float, ...], str]]:
+    """``count`` distinct (RGBA colour, marker) pairs: tab20's colours, then the next marker."""
+    colours = plt.get_cmap("tab20").colors  # type: ignore[attr-defined]
+    return [(tuple(colours[i % 20]), MARKERS[(i // 20) % len(MARKERS)]) for i in range(count)]
 
 
 def _png(fig: Figure) -> str:
@@ -50,8 +62,16 @@ def sqnr_over_runs(history: pd.DataFrame) -> str | None:
         order = _runs_in_order(mine)
         table = mine.groupby(["scheme", "run_id"])["sqnr_db"].median().unstack("run_id")
         table = table.reindex(columns=order)
-        for scheme, series in table.iterrows():
-            ax.plot(range(len(order)), series.to_numpy(), marker="o", ms=3, label=str(scheme))
+        styles = series_styles(len(table))
+        for (scheme, series), (colour, marker) in zip(table.iterrows(), styles, strict=True):
+            ax.plot(
+                range(len(order)),
+                series.to_numpy(),
+                color=colour,
+                marker=marker,
+                ms=4,
+                label=str(scheme),
+            )
         ax.set_title(f"{platform}: median linear SQNR per scheme (dB)", fontsize=10)
         ticks = list(range(0, len(order), max(1, len(order) // MAX_TICKS)))
         ax.set_xticks(ticks)
@@ -63,13 +83,18 @@ def sqnr_over_runs(history: pd.DataFrame) -> str | None:
 
 
 def peak_memory(frame: pd.DataFrame) -> str | None:
-    rows = frame[frame["peak_bytes"].notna() & frame["scheme"].notna()]
+    rows = frame[
+        frame["peak_bytes"].notna() & frame["scheme"].notna() & (frame["suite"] == MEMORY_SUITE)
+    ]
     if rows.empty:
         return None
     table = rows.groupby(["scheme", "platform"])["peak_bytes"].max().unstack("platform") / 2**20
     fig, ax = plt.subplots(figsize=(10, 0.28 * len(table) + 1.2))
-    table.sort_index(ascending=False).plot.barh(ax=ax, width=0.8)
-    ax.set_xlabel("largest peak per scheme (MiB)")
+    colours = [colour for colour, _ in series_styles(len(table.columns))]
+    table.sort_index(ascending=False).plot.barh(ax=ax, width=0.8, color=colours)
+    ax.set_xlabel(
+        "peak of two forward calls, memory suite, largest over its paths and shapes (MiB)"
+    )
     ax.set_ylabel("")
     ax.grid(axis="x", alpha=0.3)
     ax.legend(title="platform", fontsize=8)
@@ -82,14 +107,15 @@ def benchmark_times(history: pd.DataFrame) -> str | None:
         return None
     slowest = rows.groupby(["platform", "nodeid"])["bench_mean_s"].mean().nlargest(MAX_BENCHMARKS)
     fig, ax = plt.subplots(figsize=(10, 4))
-    for platform, name in slowest.index:
+    styles = series_styles(len(slowest))
+    for (platform, name), (colour, marker) in zip(slowest.index, styles, strict=True):
         mine = rows[(rows["platform"] == platform) & (rows["nodeid"] == name)]
         mine = mine.sort_values(["created", "run_id"])
         x = range(len(mine))
         means = mine["bench_mean_s"].to_numpy() * 1e3
         centre, spread = means.mean(), means.std()
         label = f"{platform}: {str(name).rsplit('::', 1)[-1][:60]}"
-        line = ax.plot(x, means, marker="o", ms=3, label=label)[0]
+        line = ax.plot(x, means, color=colour, marker=marker, ms=4, label=label)[0]
         ax.fill_between(
             x,
             centre - NOISE_SIGMAS * spread,

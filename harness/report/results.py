@@ -1,7 +1,9 @@
 """The results file: one JSON document per run, the input of reports.
 
 Schema ``qharness.results/1`` (documented in docs/CLI.md):
-``{"schema", "created", "exitstatus", "platform", "versions", "summary", "records": [...]}``
+``{"schema", "created", "exitstatus", "platform", "versions", "runner", "provenance",
+"summary", "records": [...]}`` (``runner`` and ``provenance``, added later, are optional to
+readers)
 where each record has ``nodeid, suite, scheme, path, shape, ..., outcome, reason,
 duration_s, metrics``.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import os
 import sys
 import tempfile
 from collections import Counter
@@ -55,8 +58,12 @@ def write_results(
     (read-only or full run directory): they go to `rescue_path`, and a line says so."""
     from harness.platform.capabilities import capabilities
     from harness.platform.info import detect
+    from harness.platform.runner import runner_identity
+    from harness.report.provenance import collect_provenance
+    from harness.report.rundir import host_tag
 
     platform = detect()
+    runner = {**runner_identity(platform.to_json(), os.environ), "host": host_tag()}
     doc = {
         "schema": SCHEMA,
         "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -68,6 +75,8 @@ def write_results(
             for name, c in capabilities(platform).items()
         },
         "versions": {"qharness": __version__, "torch": torch.__version__},
+        "runner": runner,
+        "provenance": collect_provenance(),
         "summary": summarize(records),
         "records": sorted(records, key=lambda r: str(r["nodeid"])),
     }
@@ -151,6 +160,9 @@ def results_problem(doc: Any) -> str | None:
     for name in PLATFORM_FIELDS:
         if not isinstance(platform.get(name), str):
             return f"field 'platform.{name}' must be a string, got {_show(platform.get(name))}"
+    runner = doc.get("runner")
+    if runner is not None and not (isinstance(runner, dict) and isinstance(runner.get("key"), str)):
+        return f"field 'runner' must be an object with a string 'key', got {_show(runner)}"
     records = doc.get("records")
     if not isinstance(records, list):
         return f"field 'records' must be a list, got {_show(records)}"

@@ -13,10 +13,11 @@ from harness.report.frame import (
     benchmark_frame,
     records_frame,
     run_columns,
+    run_key,
     typed,
 )
 from harness.report.results import read_results
-from harness.report.rundir import RunDir, platform_key, results_path, run_id_of
+from harness.report.rundir import RunDir, results_path, run_id_of
 from harness.store.history import HistoryStore
 
 
@@ -27,7 +28,7 @@ class LoadedRun:
     frame: pd.DataFrame
     partial: bool
     created: str
-    platform: str
+    platform: str  # the runner key (`harness.report.frame.run_key`): the report's column
     notes: tuple[str, ...] = ()  # problems that did not stop the run from loading
 
 
@@ -53,7 +54,7 @@ def load_run(run: Path) -> LoadedRun:
         frame.reset_index(drop=True),
         bool(doc.get("partial")),
         str(doc.get("created") or ""),
-        platform_key(doc.get("platform") or {}),
+        run_key(doc),
         tuple(notes),
     )
 

@@ -144,6 +144,24 @@ def refresh_command(entry: str) -> str:
     return f"python -m harness golden refresh --only '{entry}'"
 
 
+def missing_entry_hint(entry: str, root: Path) -> str:
+    """What to do about a missing entry: never a refresh into an installed package's copy
+    (site-packages); for another store, a refresh with its ``--root``."""
+    from harness.store.locations import SHIPPED_ROOT, golden_root
+
+    resolved = Path(root).resolve()
+    if resolved.is_relative_to(SHIPPED_ROOT.resolve()):
+        return (
+            "the goldens shipped with the installed qharness lack it (a damaged install: "
+            "reinstall qharness), or point --qharness-golden / ini qharness_golden at a store "
+            f"of your own and run: {refresh_command(entry)} --root DIR"
+        )
+    command = refresh_command(entry)
+    if resolved != golden_root().resolve():
+        command += f" --root '{root}'"
+    return f"create it with: {command}"
+
+
 # --------------------------------------------------------------------- serialization
 def _serialize(data: GoldenData) -> bytes:
     overlap = set(data.exact) & set(data.reference)
@@ -398,10 +416,8 @@ class GoldenStore:
                 f"{exc}; restore it from git or run: {refresh_command(entry)}"
             ) from None
         if record is None or not (path.exists() or path.is_symlink()):
-            raise GoldenError(
-                f"golden entry {entry!r} is missing ({path}); create it with: "
-                f"{refresh_command(entry)}"
-            )
+            hint = missing_entry_hint(entry, self.root)
+            raise GoldenError(f"golden entry {entry!r} is missing ({path}); {hint}")
         try:
             raw = read_regular_file(path, "golden file")
         except UnreadableFileError as exc:
