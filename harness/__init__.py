@@ -68,6 +68,12 @@ _EXPORTS: dict[str, str] = {
     "ANY_PLATFORM": "harness.paths.dispatch",
     "choose": "harness.paths.dispatch",
     "dispatch_problems": "harness.paths.dispatch",
+    # checking one's own kernel against the goldens (docs/OWN-KERNEL.md)
+    "get_path": "harness.linear.paths",
+    "linear_paths": "harness.linear.paths",
+    "load_linear_case": "harness.linear.cases",
+    "expected_output": "harness.linear.checks",
+    "linear_checks": "harness.linear.checks",
     # known engine findings
     "KnownFinding": "harness.paths.findings",
     "FindingCase": "harness.paths.findings",
@@ -152,8 +158,13 @@ __all__ = [
     "e8m0_decode",
     "e8m0_encode",
     "encode",
+    "expected_output",
+    "get_path",
     "get_scale_format",
     "get_scheme",
+    "linear_checks",
+    "linear_paths",
+    "load_linear_case",
     "merge_input_scales",
     "mx_spec",
     "normalize_to_platform_fp8",
@@ -210,6 +221,9 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from harness.core.schemes import SCHEMES, Scheme, get_scheme, mx_spec, register_scheme
     from harness.core.spec import FP8_BLOCK, MX_BLOCK, NVFP4_BLOCK, WHOLE, QuantSpec
     from harness.errors import QHarnessError
+    from harness.linear.cases import load_linear_case
+    from harness.linear.checks import expected_output, linear_checks
+    from harness.linear.paths import get_path, linear_paths
     from harness.loading.loaders import Loader
     from harness.loading.transforms import (
         LoadError,

@@ -12,11 +12,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.core.schemes import get_scheme
-from harness.linear.cases import load_linear_case
-from harness.linear.checks import expected_output, linear_checks
-from harness.paths import get_path
-from harness.quantize import QuantizedLinear, quantize_activation
+from harness import (
+    Numerics,
+    QuantizedLinear,
+    expected_output,
+    get_path,
+    get_scheme,
+    linear_checks,
+    load_linear_case,
+    quantize_activation,
+)
 
 SCHEME = "fp8_per_tensor"
 SHAPES = [(1, 16, 256), (8, 128, 256), (37, 16, 128)]  # (M, N, K) cases the golden holds
@@ -46,5 +51,6 @@ def test_my_kernel_against_the_goldens(
     )
     y = my_fp8_linear(loaded.x, loaded.layer, OUT_DTYPE)
     y_emulated = get_path("emulated").forward(loaded.layer, loaded.x, OUT_DTYPE)
-    expected = expected_output(loaded, scheme, True, OUT_DTYPE, roundings=1)
+    # how the kernel rounds: exact operands, a float32 sum, one rounding to OUT_DTYPE
+    expected = expected_output(loaded, scheme, True, Numerics(out_dtype=OUT_DTYPE))
     record_checks(linear_checks(y, y_emulated, expected, "my_fp8_linear"))

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from importlib import metadata
 from typing import Any
 
-import harness
 from harness.store.locations import CHECKOUT_ROOT, is_checkout
+from harness.version import __version__
 
 HARNESS_COMMIT_VARIABLE = "QHARNESS_COMMIT"
 ENGINE_COMMIT_VARIABLE = "QHARNESS_ENGINE_COMMIT"
@@ -93,7 +93,7 @@ def collect_provenance(environ: Mapping[str, str] | None = None) -> dict[str, An
         if (commit := _vcs_commit(dist))
     }
     return {
-        "qharness": harness.__version__,
+        "qharness": __version__,
         "harness_commit": env.get(HARNESS_COMMIT_VARIABLE)
         or _git_head()
         or (_vcs_commit(own) if own is not None else None),
