@@ -39,6 +39,7 @@ _EXPORTS: dict[str, str] = {
     "quantize_activation": "harness.core.quantize",
     "QuantizedTensor": "harness.core.quantize",
     "QuantizedLinear": "harness.core.quantize",
+    "compute_global_scale": "harness.core.scales",
     # element formats and scale codes
     "encode": "harness.core.formats",
     "decode": "harness.core.formats",
@@ -151,6 +152,7 @@ __all__ = [
     "__version__",
     "choose",
     "combine",
+    "compute_global_scale",
     "contiguous_kernel_layout",
     "decode",
     "detect_platform",

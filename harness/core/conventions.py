@@ -13,7 +13,9 @@ by (``divisor``), and whether elements are multiplied by a float32 reciprocal in
 divided (``reciprocal``, with an optional ``reciprocal_hook`` on that reciprocal). A
 convention may also lower the saturation bound (``clamp_max``) or break the element
 rounding's ties otherwise than to even (``element_ties``, a tie rule of
-`harness.core.formats.encode`).
+`harness.core.formats.encode`). Two-level scales (NVFP4) have their own hooks: the value
+rounded to a block scale (``two_level_block``), what elements are multiplied by
+(``two_level_multiplier``), and whether a scaled -0 encodes as +0 (``unsigned_zero_codes``).
 """
 
 from __future__ import annotations
@@ -52,6 +54,10 @@ class Convention:
     # two-level scales: (block scales, global scale) -> what elements are multiplied by,
     # instead of being divided by block * global
     two_level_multiplier: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
+    # two-level scales: (block amax, global scale, spec) -> the float32 value rounded to the
+    # block format, instead of (amax / qmax) / global
+    two_level_block: Callable[[torch.Tensor, torch.Tensor, QuantSpec], torch.Tensor] | None = None
+    unsigned_zero_codes: bool = False  # an element whose scaled value is +-0 gets code +0
     element_ties: str | None = None  # `encode`'s tie rule for the element codes
 
 
@@ -109,6 +115,20 @@ def two_level_multiplier(
     """The element multiplier a two-level convention in effect uses, or None (divide)."""
     hooks = [c.two_level_multiplier for c in _active(spec) if c.two_level_multiplier]
     return hooks[-1] if hooks else None
+
+
+def two_level_block(
+    spec: QuantSpec,
+) -> Callable[[torch.Tensor, torch.Tensor, QuantSpec], torch.Tensor] | None:
+    """The block-scale quotient a two-level convention in effect uses, or None (the
+    reference's ``(amax / qmax) / global``)."""
+    hooks = [c.two_level_block for c in _active(spec) if c.two_level_block]
+    return hooks[-1] if hooks else None
+
+
+def unsigned_zero_codes(spec: QuantSpec) -> bool:
+    """Whether a convention in effect encodes a scaled value of -0 as +0."""
+    return any(c.unsigned_zero_codes for c in _active(spec))
 
 
 def scale_elements(x: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
@@ -313,6 +333,39 @@ register_convention(
         "NVFP4Tensor.to_nvfp4, to match its triton kernel)",
         lambda spec: spec.scale_fmt.per_tensor_level,
         two_level_multiplier=lambda block, g: (1.0 / g) / block,
+    )
+)
+
+
+def _reciprocal_zero_as_1e8(x: torch.Tensor) -> torch.Tensor:
+    # vLLM's get_reciprocal on tensors: 1 / (x + (x == 0) * 1e8), so 0 -> fp32(1e-8)
+    return 1.0 / (x + (x == 0) * 1e8)
+
+
+def _inverted_global_block(amax: torch.Tensor, g: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    # g_inv * (amax * (1 / qmax)), g_inv = fp32(1 / g): the per-tensor scale as stored
+    return (1.0 / g.float()) * (amax.float() * (1.0 / spec.qmax))
+
+
+def _inverted_global_multiplier(block: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    # 1 / (s * (1 / g_inv)), each reciprocal taking 0 to 1e-8
+    g_inv = 1.0 / g.float()
+    return _reciprocal_zero_as_1e8(block * _reciprocal_zero_as_1e8(g_inv))
+
+
+register_convention(
+    Convention(
+        "two_level_inverted_global",
+        "the per-tensor scale is held inverted, g_inv = fp32(1 / g) (compressed-tensors "
+        "checkpoints store it so); block scales are E4M3(g_inv * (amax * fp32(1 / 6))) "
+        "instead of E4M3((amax / 6) / g), elements are multiplied by "
+        "1 / (s * (1 / g_inv)) with 1 / 0 read as 1e-8, and a scaled value of -0 encodes "
+        "as +0 (its sign comes from torch.sign); a global below 2^-128 makes g_inv Inf and "
+        "every element code 0 (vLLM nvfp4_emulation_utils.ref_nvfp4_quant, cast_to_fp4)",
+        lambda spec: spec.scale_fmt.per_tensor_level,
+        two_level_block=_inverted_global_block,
+        two_level_multiplier=_inverted_global_multiplier,
+        unsigned_zero_codes=True,
     )
 )
 

@@ -21,7 +21,12 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.core.conventions import element_ties, scale_elements, two_level_multiplier
+from harness.core.conventions import (
+    element_ties,
+    scale_elements,
+    two_level_multiplier,
+    unsigned_zero_codes,
+)
 from harness.core.fastcodec import (
     E8M0Rule,
     decode_scaled,
@@ -309,6 +314,8 @@ def _quantize_two_level(
     multiplier = two_level_multiplier(spec)
     if multiplier is not None:  # an engine convention: x * m instead of x / (block * g)
         scaled = x32 * expand_scale(multiplier(block, g), spec, x32.shape)
+        if unsigned_zero_codes(spec):
+            scaled = torch.where(scaled == 0, torch.zeros_like(scaled), scaled)
         codec = encode if reference else encode_fast
         return QuantizedTensor(codec(scaled, spec.format, spec.clamp_max), block, spec, g)
     divisor = _divisor(block * g, spec)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.core.conventions import apply_scale_conventions
+from harness.core.conventions import apply_scale_conventions, two_level_block
 from harness.core.fastcodec import decode_fast, encode_fast
 from harness.core.formats import (
     E8M0_BIAS,
@@ -224,7 +224,11 @@ def _e4m3_rne(amax: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
 
 def _over_global(amax: torch.Tensor, spec: QuantSpec, global_scale: torch.Tensor) -> torch.Tensor:
     """The two-level block scale: ``(amax / qmax) / global_scale`` in float32, rounded to
-    the block format (the reference definition, docs/SCHEMES.md#nvfp4)."""
+    the block format (the reference definition, docs/SCHEMES.md#nvfp4), or the quotient a
+    convention in effect computes instead (`conventions.two_level_block`)."""
+    quotient = two_level_block(spec)
+    if quotient is not None:
+        return e4m3_round(quotient(amax, global_scale, spec), amax)
     return e4m3_round((amax / spec.qmax) / global_scale.float(), amax)
 
 

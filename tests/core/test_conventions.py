@@ -6,6 +6,8 @@ arithmetic), so the quantizer suite's computed expectations rest on checked grou
 
 from __future__ import annotations
 
+import ml_dtypes
+import numpy as np
 import pytest
 import torch
 
@@ -143,3 +145,49 @@ def test_mismatch_report_names_tiles_and_ignores_codes_of_nan_blocks() -> None:
     codes, scales = code_and_scale_mismatches(other, q)
     assert codes.tolist() == [[True], [False]]
     assert scales.tolist() == [[True], [False]]
+
+
+NVFP4 = get_scheme("w_nvfp4").weight
+
+
+def _e4m3(values: np.ndarray) -> np.ndarray:
+    clipped = np.clip(values, np.float32(-448), np.float32(448))
+    return clipped.astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+
+
+def test_two_level_inverted_global_block_scales_follow_the_inverted_arithmetic() -> None:
+    # Block amaxes 6 * g * t (one float32 step either side too) with t the E4M3 midpoints
+    # in [1, 2): near ties, where g_inv * (amax * fp32(1/6)) and (amax / 6) / g can round
+    # to different E4M3 values. Oracle: numpy float32 arithmetic and ml_dtypes' E4M3 cast.
+    spec = with_conventions(NVFP4, ["two_level_inverted_global"])
+    rng = np.random.default_rng(7)
+    g = np.float32(rng.uniform(1e-3, 1e-2))
+    ties = np.float32(1.0625) + np.float32(0.125) * np.arange(8, dtype=np.float32)
+    targets = np.float32(6) * g * ties
+    amax = np.concatenate(
+        [targets, np.nextafter(targets, np.float32(0)), np.nextafter(targets, np.float32(9))]
+    ).astype(np.float32)
+    x = np.repeat(amax[:, None], 16, axis=1) * np.linspace(1, -1, 16, dtype=np.float32)
+    g_inv = np.float32(1) / g
+    inverted = _e4m3(g_inv * (amax * np.float32(1 / 6)))
+    reference = _e4m3((amax / np.float32(6)) / g)
+    got = quantize(torch.from_numpy(x), spec, torch.tensor([[g]])).scale.flatten().numpy()
+    assert np.array_equal(got, inverted)
+    assert not np.array_equal(inverted, reference)  # the convention moves some scales
+
+
+def test_two_level_inverted_global_unsigned_zero_and_zero_scale_blocks() -> None:
+    spec = with_conventions(NVFP4, ["two_level_inverted_global"])
+    # -0 encodes as +0 (code 0) under the convention, as -0 (code 8) in the reference
+    x = torch.linspace(-1, 1, 16).reshape(1, 16)
+    x[0, 0] = -0.0
+    assert quantize(x, NVFP4).codes[0, 0] == 8
+    assert quantize(x, spec).codes[0, 0] == 0
+    # a block scale that rounds to 0 (g = 2^40: 2^-40 * 1e9 / 6 < 2^-10) multiplies by
+    # 1 / fp32(1e8): 1e9 * 1e-8 = 10 saturates to code 7 (6); the reference gives +-0
+    y = torch.full((1, 16), 1e9)
+    g = torch.tensor([[2.0**40]])
+    held, ref = quantize(y, spec, g), quantize(y, NVFP4, g)
+    assert held.scale.flatten().tolist() == ref.scale.flatten().tolist() == [0.0]
+    assert held.codes.flatten().tolist() == [7] * 16
+    assert ref.codes.flatten().tolist() == [0] * 16
