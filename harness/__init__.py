@@ -220,6 +220,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
         ScaleFormat,
         get_scale_format,
     )
+    from harness.core.scales import compute_global_scale
     from harness.core.schemes import SCHEMES, Scheme, get_scheme, mx_spec, register_scheme
     from harness.core.spec import FP8_BLOCK, MX_BLOCK, NVFP4_BLOCK, WHOLE, QuantSpec
     from harness.errors import QHarnessError
