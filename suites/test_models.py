@@ -25,6 +25,7 @@ where vLLM refuses a checkpoint (its reason).
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ from harness.models.memory import weight_memory_check
 from harness.models.recipes import RECIPES
 from harness.models.tiny import MODELS
 from harness.paths.dispatch import EMULATE
+from harness.plugin import RecordChecks, RecordResult
 
 OUT_DTYPE = torch.bfloat16  # the models are bf16; vLLM runs them in bf16
 RUNS = [(m, r) for m in MODELS.values() if not m.moe for r in RECIPES.values()]
@@ -55,6 +57,9 @@ LAYER_CASES = [
     for layer in m.quantized_layers()
 ]
 MODEL_CASES = [pytest.param(m.name, r.name, id=f"{m.name}-{r.name}") for m, r in RUNS]
+
+
+ModelRuns = Callable[[str, str], ModelRun]  # (model, recipe) -> its run, one engine each
 
 
 class Vllm:
@@ -97,7 +102,7 @@ def vllm() -> Vllm:
 
 
 @pytest.fixture(scope="session")
-def model_runs(tmp_path_factory: pytest.TempPathFactory, vllm: Vllm) -> Any:
+def model_runs(tmp_path_factory: pytest.TempPathFactory, vllm: Vllm) -> ModelRuns:
     """``model_runs(model, recipe)``: the `ModelRun`, one vLLM engine per checkpoint."""
     root = tmp_path_factory.mktemp("model-captures")
     made = [(m, r) for m, r in RUNS if tool_python(r) is not None]
@@ -132,7 +137,7 @@ def selection_refusal(vllm: Vllm, scheme: str, hidden: int) -> str | None:
     return None if kernel else f"vLLM's kernel selection: {why}"
 
 
-def _made(model_runs: Any, model: str, recipe: str) -> ModelRun:
+def _made(model_runs: ModelRuns, model: str, recipe: str) -> ModelRun:
     """The run, or a counted skip when the recipe's tool is installed nowhere."""
     if tool_python(RECIPES[recipe]) is None:
         pytest.skip(
@@ -143,7 +148,7 @@ def _made(model_runs: Any, model: str, recipe: str) -> ModelRun:
     return run
 
 
-def _run_or_skip(vllm: Vllm, model_runs: Any, model: str, recipe: str) -> ModelRun:
+def _run_or_skip(vllm: Vllm, model_runs: ModelRuns, model: str, recipe: str) -> ModelRun:
     """The run; a counted skip where vLLM's own kernel selection has no CPU kernel for the
     scheme (its reason, and the engine's message); a failure where the engine failed on a
     checkpoint it has a kernel for (a loader that breaks on a valid checkpoint is a bug,
@@ -165,9 +170,9 @@ def test_checkpoint_files(
     recipe: str,
     layer: str,
     vllm: Vllm,
-    model_runs: Any,
-    record_result: Any,
-    record_checks: Any,
+    model_runs: ModelRuns,
+    record_result: RecordResult,
+    record_checks: RecordChecks,
 ) -> None:
     run = _made(model_runs, model, recipe)
     ckpt = run.checkpoint_layer(layer)
@@ -195,9 +200,9 @@ def test_layer_loading(
     recipe: str,
     layer: str,
     vllm: Vllm,
-    model_runs: Any,
-    record_result: Any,
-    record_checks: Any,
+    model_runs: ModelRuns,
+    record_result: RecordResult,
+    record_checks: RecordChecks,
 ) -> None:
     run = _run_or_skip(vllm, model_runs, model, recipe)
     captured = run.capture["layers"].get(layer, {})
@@ -211,9 +216,9 @@ def test_layer_output(
     recipe: str,
     layer: str,
     vllm: Vllm,
-    model_runs: Any,
-    record_result: Any,
-    record_checks: Any,
+    model_runs: ModelRuns,
+    record_result: RecordResult,
+    record_checks: RecordChecks,
 ) -> None:
     run = _run_or_skip(vllm, model_runs, model, recipe)
     captured = run.capture["layers"].get(layer, {})
@@ -227,7 +232,12 @@ def test_layer_output(
 
 @pytest.mark.parametrize(("model", "recipe"), MODEL_CASES)
 def test_model_logits(
-    model: str, recipe: str, vllm: Vllm, model_runs: Any, record_result: Any, record_checks: Any
+    model: str,
+    recipe: str,
+    vllm: Vllm,
+    model_runs: ModelRuns,
+    record_result: RecordResult,
+    record_checks: RecordChecks,
 ) -> None:
     """vLLM's logits (final norm output times lm_head, in float64) against the emulated
     checkpoint and the unquantized model. Recorded: SQNR (``sqnr_db``: against the
@@ -269,7 +279,12 @@ def test_model_logits(
 
 @pytest.mark.parametrize(("model", "recipe"), MODEL_CASES)
 def test_weight_memory(
-    model: str, recipe: str, vllm: Vllm, model_runs: Any, record_result: Any, record_checks: Any
+    model: str,
+    recipe: str,
+    vllm: Vllm,
+    model_runs: ModelRuns,
+    record_result: RecordResult,
+    record_checks: RecordChecks,
 ) -> None:
     run = _run_or_skip(vllm, model_runs, model, recipe)
     record_checks([weight_memory_check(run.ckpt, run.capture)])
