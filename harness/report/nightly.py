@@ -25,7 +25,7 @@ from harness.report.identity import (
 from harness.report.matrix import Cell, build_matrix
 from harness.report.plain import column_values, plain_rows, plain_text
 from harness.report.regress import BAD, Regression, find_regressions
-from harness.report.runs import LoadedRun, load_run, load_runs
+from harness.report.runs import LoadedRun, load_run, load_runs, rows_between
 from harness.store.history import HistoryStore
 from harness.store.repro import bundle_filename
 
@@ -165,7 +165,7 @@ def build_report(
     every = keyed_by_runner(every.drop_duplicates(["run_id", "nodeid"], keep="last"))
     keyed = keyed_by_runner(given.frame)
     loaded = [
-        replace(r, frame=keyed.iloc[a:b].reset_index(drop=True))
+        replace(r, frame=rows_between(keyed, a, b))
         for r, (a, b) in zip(loaded, given.spans, strict=True)
     ]
     if base_run is not None:
