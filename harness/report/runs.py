@@ -41,6 +41,22 @@ def load_run(run: Path) -> LoadedRun:
     return load_runs([run]).runs[0]
 
 
+class _Columns:
+    """Rows kept as one list per column: a row costs a pointer per column, not a dict."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, list[Any]] = {c: [] for c in COLUMNS}
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def extend(self, rows: list[dict[str, Any]]) -> None:
+        for column, values in self.values.items():
+            values.extend(row.get(column) for row in rows)
+        self.count += len(rows)
+
+
 @dataclass(frozen=True)
 class LoadedRuns:
     """Several runs read into one frame: each run's ``frame`` is its slice of ``frame``."""
@@ -55,7 +71,7 @@ def load_runs(runs: list[Path]) -> LoadedRuns:
 
     Runs are read one at a time and only their rows are kept (never their documents), and
     the frame is made once: the cost per run is its parsing, not a frame of its own."""
-    rows: list[dict[str, Any]] = []
+    rows = _Columns()
     spans: list[tuple[int, int]] = []
     heads = []
     for run in runs:
@@ -63,19 +79,19 @@ def load_runs(runs: list[Path]) -> LoadedRuns:
         doc = read_results(results)
         run_id = run_id_of(results)
         start = len(rows)
-        rows += record_rows(doc, run_id)
+        rows.extend(record_rows(doc, run_id))
         bench = RunDir(results.parent).benchmark if results.name == "results.json" else None
         notes: list[str] = []
         if bench is not None and bench.is_file():
             try:
-                rows += benchmark_rows(bench, run_columns(doc, run_id))
+                rows.extend(benchmark_rows(bench, run_columns(doc, run_id)))
             except (OSError, ValueError, TypeError, AttributeError) as exc:
                 notes.append(f"{bench}: benchmark JSON left out, unreadable ({exc})")
         spans.append((start, len(rows)))
         created = str(doc.get("created") or "")
         heads.append((run_id, results, bool(doc.get("partial")), created, run_key(doc), notes))
         del doc
-    frame = typed(pd.DataFrame(rows, columns=list(COLUMNS)))
+    frame = typed(pd.DataFrame(rows.values, columns=list(COLUMNS)))
     del rows
     loaded = [
         LoadedRun(
