@@ -32,6 +32,7 @@ class LoadedRun:
     created: str
     platform: str  # the runner key (`harness.report.frame.run_key`): the report's column
     notes: tuple[str, ...] = ()  # problems that did not stop the run from loading
+    host: str | None = None  # the runner's host tag, when the results name one
 
 
 def load_run(run: Path) -> LoadedRun:
@@ -89,7 +90,10 @@ def load_runs(runs: list[Path]) -> LoadedRuns:
                 notes.append(f"{bench}: benchmark JSON left out, unreadable ({exc})")
         spans.append((start, len(rows)))
         created = str(doc.get("created") or "")
-        heads.append((run_id, results, bool(doc.get("partial")), created, run_key(doc), notes))
+        host = run_columns(doc, run_id)["runner_host"]
+        heads.append(
+            (run_id, results, bool(doc.get("partial")), created, run_key(doc), notes, host)
+        )
         del doc
     frame = typed(pd.DataFrame(rows.values, columns=list(COLUMNS)))
     del rows
@@ -102,8 +106,9 @@ def load_runs(runs: list[Path]) -> LoadedRuns:
             created,
             key,
             tuple(notes),
+            host,
         )
-        for (run_id, results, partial, created, key, notes), (a, b) in zip(
+        for (run_id, results, partial, created, key, notes, host), (a, b) in zip(
             heads, spans, strict=True
         )
     ]
