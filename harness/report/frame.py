@@ -116,6 +116,11 @@ def provenance_columns(doc: dict[str, Any]) -> dict[str, Any]:
 
 def records_frame(doc: dict[str, Any], run_id: str) -> pd.DataFrame:
     """One row per record of a (validated) results document."""
+    return typed(pd.DataFrame(record_rows(doc, run_id), columns=list(COLUMNS)))
+
+
+def record_rows(doc: dict[str, Any], run_id: str) -> list[dict[str, Any]]:
+    """The rows of `records_frame` as plain dictionaries (many runs make one frame)."""
     run = run_columns(doc, run_id)
     rows = []
     for r in doc.get("records") or []:
@@ -138,11 +143,16 @@ def records_frame(doc: dict[str, Any], run_id: str) -> pd.DataFrame:
                 "peak_bytes": _number(metrics.get("peak_bytes")),
             }
         )
-    return typed(pd.DataFrame(rows, columns=list(COLUMNS)))
+    return rows
 
 
 def benchmark_frame(path: Path, run: dict[str, Any]) -> pd.DataFrame:
     """Rows for pytest-benchmark's ``--benchmark-json`` file; ``run`` gives the run columns."""
+    return typed(pd.DataFrame(benchmark_rows(path, run), columns=list(COLUMNS)))
+
+
+def benchmark_rows(path: Path, run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows of `benchmark_frame` as plain dictionaries."""
     doc = json.loads(Path(path).read_text())
     rows = []
     for bench in doc.get("benchmarks") or []:
@@ -163,7 +173,7 @@ def benchmark_frame(path: Path, run: dict[str, Any]) -> pd.DataFrame:
                 "bench_stddev_s": _number(stats.get("stddev")),
             }
         )
-    return typed(pd.DataFrame(rows, columns=list(COLUMNS)))
+    return rows
 
 
 def typed(frame: pd.DataFrame) -> pd.DataFrame:

@@ -40,7 +40,7 @@ def shared_key_notes(runs: Iterable[LoadedRun]) -> list[str]:
     """One warning per runner key given more than one run from different hosts."""
     hosts: dict[str, dict[str, str]] = defaultdict(dict)
     for run in runs:
-        host = _first(run.frame, "runner_host") or run.run_id
+        host = (run.host if len(run.frame) else None) or run.run_id  # as the rows say
         hosts[run.platform].setdefault(host, run.run_id)
     return [
         f"runs {', '.join(sorted(seen.values()))} share the runner key {key!r} from "

@@ -7,11 +7,13 @@ failures, each list cut with a count of what was left out, and a link to the HTM
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
 from harness.report.escape import md_inline
 from harness.report.grouping import group_items, grouped_markdown, without_runner_paths
 from harness.report.nightly import NightlyReport
+from harness.report.plain import column_values
 
 SUMMARY_LIMIT = 60_000
 LIST_LIMIT = 25
@@ -22,14 +24,20 @@ def _counts_table(report: NightlyReport) -> list[str]:
         "| platform | run | baseline | passed | failed | skipped | other |",
         "|---|---|---|---:|---:|---:|---:|",
     ]
+    # every platform's outcome counts in one pass over the reported rows
+    tally: dict[str, Counter[str | None]] = {}
+    for platform, suite, outcome in zip(
+        *(column_values(report.frame, c) for c in ("platform", "suite", "outcome")), strict=True
+    ):
+        if suite != "benchmark":
+            tally.setdefault(platform, Counter())[outcome] += 1
     for platform in report.platforms:
         run = report.runs[platform]
-        tests = run.frame[run.frame["suite"] != "benchmark"]
-        outcomes = tests["outcome"].value_counts()
-        passed = int(outcomes.get("passed", 0))
-        failed = int(outcomes.get("failed", 0) + outcomes.get("error", 0))
-        skipped = int(outcomes.get("skipped", 0))
-        other = len(tests) - passed - failed - skipped
+        outcomes = tally.get(platform, Counter())
+        passed = outcomes["passed"]
+        failed = outcomes["failed"] + outcomes["error"]
+        skipped = outcomes["skipped"]
+        other = sum(outcomes.values()) - passed - failed - skipped
         base = report.baselines.get(platform) or "none (first run)"
         partial = " (partial)" if run.partial else ""
         lines.append(

@@ -11,10 +11,12 @@ Each cell keeps its per-suite counts.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import pandas as pd
 
+from harness.report.plain import column_values
 from harness.report.regress import BAD, EMULATED_KERNEL, REFERENCE_PATHS
 
 
@@ -68,62 +70,87 @@ class Cell:
         return head
 
 
-def _suite_counts(rows: pd.DataFrame, non_reference: bool) -> tuple[SuiteCount, ...]:
-    counts = []
-    for suite, group in rows.groupby(rows["suite"].fillna("other"), sort=True):
-        outcomes = group["outcome"]
-        failed = int(outcomes.isin(BAD).sum())
-        skipped = int((outcomes == "skipped").sum())
-        passed = len(group) - failed - skipped
-        emulated = bool((group["kernel"] == EMULATED_KERNEL).fillna(False).all())
-        ran = passed > 0 and not (non_reference and emulated)
-        counts.append(SuiteCount(str(suite), passed, failed, skipped, ran))
-    return tuple(counts)
+class _Tally:
+    """Counts of one cell (or one suite of it), gathered in one pass over the rows."""
+
+    __slots__ = ("all_emulated", "failed", "passed", "reasons", "skipped")
+
+    def __init__(self) -> None:
+        self.passed = self.failed = self.skipped = 0
+        self.all_emulated = True
+        self.reasons: Counter[str] = Counter()
+
+    def add(self, outcome: str | None, reason: str | None, kernel: str | None) -> None:
+        if outcome in BAD:
+            self.failed += 1
+        elif outcome == "skipped":
+            self.skipped += 1
+            if reason is not None:
+                self.reasons[reason] += 1
+        else:
+            self.passed += 1
+        self.all_emulated = self.all_emulated and kernel == EMULATED_KERNEL
 
 
-def _cell(rows: pd.DataFrame, reference_ran: bool) -> Cell:
-    outcomes = rows["outcome"]
-    failed = int(outcomes.isin(BAD).sum())
-    skipped = int((outcomes == "skipped").sum())
-    passed = len(rows) - failed - skipped
-    reasons = rows.loc[outcomes == "skipped", "reason"].dropna()
-    reason = str(reasons.value_counts().index[0]) if len(reasons) else ""
-    non_reference = bool(
-        rows["path"].notna().all() and not rows["path"].isin(REFERENCE_PATHS).any()
+def _cell(path: str, total: _Tally, suites: dict[str, _Tally], reference_ran: bool) -> Cell:
+    """The verdict of one (scheme, path, platform) from its tallies (rules: module doc)."""
+    passed, failed, skipped = total.passed, total.failed, total.skipped
+    # most common skip reason; ties go to the one seen first
+    reason = max(total.reasons.items(), key=lambda kv: kv[1])[0] if total.reasons else ""
+    non_reference = path not in REFERENCE_PATHS
+    counts = tuple(
+        SuiteCount(
+            suite,
+            t.passed,
+            t.failed,
+            t.skipped,
+            t.passed > 0 and not (non_reference and t.all_emulated),
+        )
+        for suite, t in sorted(suites.items())
     )
-    emulated_kernel = bool((rows["kernel"] == EMULATED_KERNEL).fillna(False).all())
-    suites = _suite_counts(rows, non_reference)
     if failed:
-        return Cell("fail", passed, failed, skipped, reason, suites)
-    if non_reference and reference_ran and (passed == 0 or emulated_kernel):
+        return Cell("fail", passed, failed, skipped, reason, counts)
+    if non_reference and reference_ran and (passed == 0 or total.all_emulated):
         why = reason or "runs the emulated kernel"
-        return Cell("emulated-only", passed, failed, skipped, why, suites)
+        return Cell("emulated-only", passed, failed, skipped, why, counts)
     if passed == 0:
-        return Cell("skipped", passed, failed, skipped, reason, suites)
-    not_run = [s for s in suites if not s.ran]
+        return Cell("skipped", passed, failed, skipped, reason, counts)
+    not_run = [s for s in counts if not s.ran]
     if not_run:
         why = "; ".join(s.text for s in not_run) + (f" ({reason})" if reason else "")
-        return Cell("partial", passed, failed, skipped, why, suites)
-    return Cell("pass", passed, failed, skipped, reason, suites)
+        return Cell("partial", passed, failed, skipped, why, counts)
+    return Cell("pass", passed, failed, skipped, reason, counts)
+
+
+MATRIX_COLUMNS = ("scheme", "path", "platform", "suite", "outcome", "reason", "kernel")
 
 
 def build_matrix(frame: pd.DataFrame) -> dict[tuple[str, str], dict[str, Cell]]:
-    """(scheme, path) -> platform -> Cell, over rows with a scheme and a path (no benchmarks)."""
-    rows = frame[frame["scheme"].notna() & frame["path"].notna() & (frame["suite"] != "benchmark")]
-    ran = rows[rows["outcome"] != "skipped"]
-    reference_ran = set(
-        zip(
-            ran.loc[ran["path"].isin(REFERENCE_PATHS), "scheme"],
-            ran.loc[ran["path"].isin(REFERENCE_PATHS), "platform"],
-            strict=True,
-        )
-    )
-    matrix: dict[tuple[str, str], dict[str, Cell]] = {}
-    for (scheme, path, platform), group in rows.groupby(
-        ["scheme", "path", "platform"], sort=True, observed=True
+    """(scheme, path) -> platform -> Cell, over rows with a scheme and a path (no benchmarks).
+
+    One pass over the rows into per-cell tallies (linear in the rows, whatever the number
+    of platforms), then one verdict per cell."""
+    totals: dict[tuple[str, str, str], _Tally] = {}
+    suites: dict[tuple[str, str, str], dict[str, _Tally]] = {}
+    reference_ran: set[tuple[str, str]] = set()
+    for scheme, path, platform, suite, outcome, reason, kernel in zip(
+        *(column_values(frame, c) for c in MATRIX_COLUMNS), strict=True
     ):
-        key = (str(scheme), str(path))
-        matrix.setdefault(key, {})[str(platform)] = _cell(
-            group, (scheme, platform) in reference_ran
+        if scheme is None or path is None or platform is None or suite == "benchmark":
+            continue
+        key = (scheme, path, platform)
+        total = totals.get(key)
+        if total is None:
+            total = totals[key] = _Tally()
+            suites[key] = {}
+        total.add(outcome, reason, kernel)
+        suites[key].setdefault(suite or "other", _Tally()).add(outcome, reason, kernel)
+        if outcome != "skipped" and path in REFERENCE_PATHS:
+            reference_ran.add((scheme, platform))
+    matrix: dict[tuple[str, str], dict[str, Cell]] = {}
+    for key in sorted(totals):
+        scheme, path, platform = key
+        matrix.setdefault((scheme, path), {})[platform] = _cell(
+            path, totals[key], suites[key], (scheme, platform) in reference_ran
         )
     return matrix

@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from harness.report.frame import COLUMNS, typed
+from harness.report.frame import typed
 from harness.report.identity import (
     baseline_notes,
     keyed_by_runner,
@@ -22,9 +23,9 @@ from harness.report.identity import (
     shared_key_notes,
 )
 from harness.report.matrix import Cell, build_matrix
-from harness.report.plain import plain_rows, plain_text
+from harness.report.plain import column_values, plain_rows, plain_text
 from harness.report.regress import BAD, Regression, find_regressions
-from harness.report.runs import LoadedRun, load_run
+from harness.report.runs import LoadedRun, load_run, load_runs, rows_between
 from harness.store.history import HistoryStore
 from harness.store.repro import bundle_filename
 
@@ -70,37 +71,79 @@ class NightlyReport:
         return sorted(self.runs)
 
 
-def _order(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.sort_values(["created", "run_id"], kind="stable")
+class _RunIndex:
+    """Where each run and each platform's runs are in the known rows: built once, so the
+    per-platform work of the report is a lookup, not a scan of every row."""
 
+    def __init__(self, every: pd.DataFrame) -> None:
+        self.every = every
+        self.rows_of_run = every.groupby("run_id", sort=False).indices
+        runs = every.drop_duplicates("run_id")
+        self.runs_of_platform: dict[str, list[tuple[str, str]]] = {}  # dated runs only
+        self.all_runs_of_platform: dict[str, list[str]] = {}
+        for platform, created, run_id in zip(
+            *(column_values(runs, c) for c in ("platform", "created", "run_id")), strict=True
+        ):
+            self.all_runs_of_platform.setdefault(platform, []).append(run_id)
+            if created is not None:  # a run without a date is never "before" another
+                self.runs_of_platform.setdefault(platform, []).append((created, run_id))
+        for found in self.runs_of_platform.values():
+            found.sort()
 
-def _last_run_before(history: pd.DataFrame, platform: str, run: LoadedRun) -> str | None:
-    """The newest run of ``platform`` in ``history`` that is older than ``run``."""
-    created = run.created
-    same = history[(history["platform"] == platform) & (history["run_id"] != run.run_id)]
-    same = same[same["created"] <= created]
-    if same.empty:
-        return None
-    last = _order(same.drop_duplicates("run_id")).iloc[-1]
-    return str(last["run_id"])
+    def last_run_before(self, platform: str, run: LoadedRun) -> str | None:
+        """The newest run of ``platform`` that is older than ``run`` (ties: the larger id)."""
+        found = [
+            run_id
+            for created, run_id in self.runs_of_platform.get(platform, [])
+            if run_id != run.run_id and created <= run.created
+        ]
+        return found[-1] if found else None
+
+    def rows(self, run_ids: list[str]) -> pd.DataFrame:
+        """The rows of ``run_ids``, in the order they have in the known rows."""
+        parts = [self.rows_of_run[r] for r in run_ids if r in self.rows_of_run]
+        positions = np.sort(np.concatenate(parts)) if parts else np.array([], dtype=np.intp)
+        return self.every.iloc[positions]
+
+    def earlier(self, platform: str, run: LoadedRun) -> pd.DataFrame:
+        """Every known row of ``platform`` outside ``run``."""
+        return self.rows(
+            [r for r in self.all_runs_of_platform.get(platform, []) if r != run.run_id]
+        )
 
 
 def _failing_since(history: pd.DataFrame, failures: pd.DataFrame) -> list[str]:
-    """For each failure, the first run of its trailing streak of failing runs."""
+    """For each failure, the first run of its trailing streak of failing runs.
+
+    One pass over the history's rows of the failing tests, then one walk per failure."""
+    wanted = set(column_values(failures, "nodeid"))
+    by_test: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+    for platform, nodeid, created, run_id, outcome in zip(
+        *(
+            column_values(history, c)
+            for c in ("platform", "nodeid", "created", "run_id", "outcome")
+        ),
+        strict=True,
+    ):
+        if nodeid in wanted:
+            by_test.setdefault((platform, nodeid), []).append((created, run_id, outcome))
     since = []
-    wanted = history[history["nodeid"].isin(set(failures["nodeid"]))]
-    by_test = {key: _order(g) for key, g in wanted.groupby(["platform", "nodeid"], sort=False)}
-    for _, row in failures.iterrows():
-        rows = by_test.get((row["platform"], row["nodeid"]))
-        first = str(row["run_id"])
-        if rows is not None:
-            rows = rows[rows["created"] <= row["created"]]
-            for run_id, outcome in zip(
-                rows["run_id"].tolist()[::-1], rows["outcome"].tolist()[::-1], strict=True
-            ):
-                if outcome not in BAD:
-                    break
-                first = str(run_id)
+    for platform, nodeid, created, run_id in zip(
+        *(column_values(failures, c) for c in ("platform", "nodeid", "created", "run_id")),
+        strict=True,
+    ):
+        first = str(run_id)
+        rows = by_test.get((platform, nodeid), [])
+        # the runs of this test up to this one, oldest first; a run without a date is
+        # never "up to" another
+        ordered = sorted(
+            (r for r in rows if r[0] is not None and created is not None and r[0] <= created),
+            key=lambda r: (r[0], r[1]),
+        )
+        for _, rid, outcome in reversed(ordered):
+            if outcome not in BAD:
+                break
+            first = str(rid)
         since.append(first)
     return since
 
@@ -110,16 +153,21 @@ def build_report(
     history: HistoryStore | None = None,
     baseline: Path | None = None,
 ) -> NightlyReport:
-    loaded = [load_run(r) for r in runs]
+    given = load_runs(runs)
+    loaded = given.runs
     stored = typed(history.load()) if history is not None and history.run_ids() else None
     known = [stored] if stored is not None else []
-    known += [r.frame for r in loaded]
+    known.append(given.frame)
     base_run = load_run(baseline) if baseline is not None else None
     if base_run is not None:
         known.append(base_run.frame)
-    every = typed(pd.concat(known, ignore_index=True)) if known else typed(pd.DataFrame())
+    every = typed(pd.concat(known, ignore_index=True))
     every = keyed_by_runner(every.drop_duplicates(["run_id", "nodeid"], keep="last"))
-    loaded = [replace(r, frame=keyed_by_runner(r.frame)) for r in loaded]
+    keyed = keyed_by_runner(given.frame)
+    loaded = [
+        replace(r, frame=rows_between(keyed, a, b))
+        for r, (a, b) in zip(loaded, given.spans, strict=True)
+    ]
     if base_run is not None:
         base_run = replace(base_run, frame=keyed_by_runner(base_run.frame))
 
@@ -130,6 +178,7 @@ def build_report(
     notes += [note for r in loaded for note in r.notes]
     notes += shared_key_notes(loaded)
 
+    index = _RunIndex(every)
     regressions: list[Regression] = []
     baselines: dict[str, str | None] = {}
     for platform, run in current.items():
@@ -137,19 +186,20 @@ def build_report(
             old = base_run.frame
             baselines[platform] = base_run.run_id
         else:
-            previous = _last_run_before(every, platform, run)
+            previous = index.last_run_before(platform, run)
             baselines[platform] = previous
             if previous is None:
                 notes.append(missing_baseline_note(platform))
                 continue
-            old = every[every["run_id"] == previous]
+            old = index.rows([previous])
         notes += baseline_notes(platform, run.frame, str(baselines[platform]), old)
-        earlier = every[(every["platform"] == platform) & (every["run_id"] != run.run_id)]
+        earlier = index.earlier(platform, run)
         regressions += find_regressions(run.frame, old, earlier)
 
-    frame = typed(pd.concat([r.frame for r in current.values()], ignore_index=True))
-    if frame.empty:
-        frame = typed(pd.DataFrame(columns=list(COLUMNS)))
+    span_of = {id(r): span for r, span in zip(loaded, given.spans, strict=True)}
+    picked = [np.arange(*span_of[id(r)]) for r in current.values()]
+    positions = np.concatenate(picked) if picked else np.array([], dtype=np.intp)
+    frame = typed(keyed.iloc[positions].reset_index(drop=True))
     failing = frame[frame["outcome"].isin(BAD)]
     since = _failing_since(every, failing) if len(failing) else []
     failures = [

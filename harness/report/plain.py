@@ -40,3 +40,8 @@ def plain_rows(frame: pd.DataFrame, columns: Iterable[str]) -> list[dict[str, An
     names = list(columns)
     values = zip(*(frame[c].tolist() for c in names), strict=True) if names else ()
     return [{c: plain(v) for c, v in zip(names, row, strict=True)} for row in values]
+
+
+def column_values(frame: pd.DataFrame, column: str) -> list[Any]:
+    """One column of ``frame`` as plain values (`plain`), for loops over many rows."""
+    return [plain(v) for v in frame[column].tolist()]

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from harness.errors import QHarnessError
 from harness.report.frame import (
+    COLUMNS,
     HISTORY_SCHEMA,
-    benchmark_frame,
-    records_frame,
+    benchmark_rows,
+    record_rows,
     run_columns,
     run_key,
     typed,
@@ -30,33 +32,95 @@ class LoadedRun:
     created: str
     platform: str  # the runner key (`harness.report.frame.run_key`): the report's column
     notes: tuple[str, ...] = ()  # problems that did not stop the run from loading
+    host: str | None = None  # the runner's host tag, when the results name one
 
 
 def load_run(run: Path) -> LoadedRun:
     """A run directory or results file -> its rows (tests, then benchmarks if any).
 
     Raises the results reader's error for a missing or malformed file."""
-    results = results_path(Path(run))
-    doc = read_results(results)
-    run_id = run_id_of(results)
-    frame = records_frame(doc, run_id)
-    bench = RunDir(results.parent).benchmark if results.name == "results.json" else None
-    notes: list[str] = []
-    if bench is not None and bench.is_file():
-        try:
-            bench_rows = benchmark_frame(bench, run_columns(doc, run_id))
-            frame = typed(pd.concat([frame, bench_rows]))
-        except (OSError, ValueError, TypeError, AttributeError) as exc:
-            notes.append(f"{bench}: benchmark JSON left out, unreadable ({exc})")
-    return LoadedRun(
-        run_id,
-        results,
-        frame.reset_index(drop=True),
-        bool(doc.get("partial")),
-        str(doc.get("created") or ""),
-        run_key(doc),
-        tuple(notes),
-    )
+    return load_runs([run]).runs[0]
+
+
+class _Columns:
+    """Rows kept as one list per column: a row costs a pointer per column, not a dict."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, list[Any]] = {c: [] for c in COLUMNS}
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def extend(self, rows: list[dict[str, Any]]) -> None:
+        for column, values in self.values.items():
+            values.extend(row.get(column) for row in rows)
+        self.count += len(rows)
+
+
+@dataclass(frozen=True)
+class LoadedRuns:
+    """Several runs read into one frame: each run's ``frame`` is its slice of ``frame``."""
+
+    runs: list[LoadedRun]
+    frame: pd.DataFrame  # every run's rows, in the order of ``runs``
+    spans: list[tuple[int, int]]  # each run's rows: frame.iloc[start:stop]
+
+
+def load_runs(runs: list[Path]) -> LoadedRuns:
+    """Each run as `load_run` reads it, built as one frame.
+
+    Runs are read one at a time and only their rows are kept (never their documents), and
+    the frame is made once: the cost per run is its parsing, not a frame of its own."""
+    rows = _Columns()
+    spans: list[tuple[int, int]] = []
+    heads = []
+    for run in runs:
+        results = results_path(Path(run))
+        doc = read_results(results)
+        run_id = run_id_of(results)
+        start = len(rows)
+        rows.extend(record_rows(doc, run_id))
+        bench = RunDir(results.parent).benchmark if results.name == "results.json" else None
+        notes: list[str] = []
+        if bench is not None and bench.is_file():
+            try:
+                rows.extend(benchmark_rows(bench, run_columns(doc, run_id)))
+            except (OSError, ValueError, TypeError, AttributeError) as exc:
+                notes.append(f"{bench}: benchmark JSON left out, unreadable ({exc})")
+        spans.append((start, len(rows)))
+        created = str(doc.get("created") or "")
+        host = run_columns(doc, run_id)["runner_host"]
+        heads.append(
+            (run_id, results, bool(doc.get("partial")), created, run_key(doc), notes, host)
+        )
+        del doc
+    frame = typed(pd.DataFrame(rows.values, columns=list(COLUMNS)))
+    del rows
+    loaded = [
+        LoadedRun(
+            run_id,
+            results,
+            rows_between(frame, a, b),
+            partial,
+            created,
+            key,
+            tuple(notes),
+            host,
+        )
+        for (run_id, results, partial, created, key, notes, host), (a, b) in zip(
+            heads, spans, strict=True
+        )
+    ]
+    return LoadedRuns(loaded, frame, spans)
+
+
+def rows_between(frame: pd.DataFrame, start: int, stop: int) -> pd.DataFrame:
+    """``frame.iloc[start:stop]`` numbered from 0, without copying its columns (a copy per
+    run made a report over many runs cost more than its runs' rows)."""
+    part = frame.iloc[start:stop]
+    part.index = pd.RangeIndex(stop - start)
+    return part
 
 
 def open_history(root: Path) -> HistoryStore:

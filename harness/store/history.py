@@ -44,14 +44,17 @@ class HistoryStore:
         return self.root / f"{PARTITION_PREFIX}{run_id}"
 
     def run_ids(self) -> list[str]:
-        """Stored run ids, sorted (run ids start with their UTC time)."""
+        """Stored run ids, sorted (run ids start with their UTC time). A directory whose
+        name no run id can have (a copy made by hand) is not a run: it is left out rather
+        than stopping every report that reads the history."""
         if not self.root.is_dir():
             return []
-        return sorted(
+        found = (
             p.parent.name.removeprefix(PARTITION_PREFIX)
             for p in self.root.glob(f"{PARTITION_PREFIX}*/{DATA_FILE}")
             if p.is_file()
         )
+        return sorted(r for r in found if _SAFE_RUN_ID.fullmatch(r) and ".." not in r)
 
     def __contains__(self, run_id: str) -> bool:
         return (self._partition(run_id) / DATA_FILE).is_file()
