@@ -120,17 +120,25 @@ def test_regression_comparison_is_linear(benchmark: Any) -> None:
 
 
 FLEET_RUNNERS = 10_000
+FLEET_RUNNERS_SMOKE = 200  # with --benchmark-disable (selftest runs each benchmark once)
 FLEET_RECORDS = 20
 
 
 @pytest.fixture(scope="module")
-def fleet_night(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """One night of a 10,000-runner fleet: one run directory per runner (label), each with
-    a few records across two schemes and both paths, some failing and some skipped."""
+def fleet_runners(request: pytest.FixtureRequest) -> int:
+    disabled = bool(request.config.getoption("benchmark_disable", False))
+    return FLEET_RUNNERS_SMOKE if disabled else FLEET_RUNNERS
+
+
+@pytest.fixture(scope="module")
+def fleet_night(tmp_path_factory: pytest.TempPathFactory, fleet_runners: int) -> list[Path]:
+    """One night of a fleet (10,000 runners when benchmarking): one run directory per
+    runner (label), each with a few records across two schemes and both paths, some
+    failing and some skipped."""
     root = tmp_path_factory.mktemp("fleet")
     base = _records()[:FLEET_RECORDS]
     runs = []
-    for runner in range(FLEET_RUNNERS):
+    for runner in range(fleet_runners):
         records = [
             r | {"outcome": "failed", "reason": "mismatch"} if i == runner % FLEET_RECORDS else r
             for i, r in enumerate(base)
@@ -146,7 +154,9 @@ def fleet_night(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return runs
 
 
-def test_fleet_report_of_ten_thousand_runners(benchmark: Any, fleet_night: list[Path]) -> None:
+def test_fleet_report_of_ten_thousand_runners(
+    benchmark: Any, fleet_night: list[Path], fleet_runners: int
+) -> None:
     """Target: seconds, linear in runners (the per-platform pandas code took about 70 s for
     1,000 runners and had not finished 10,000 in 30 minutes)."""
     from harness.report.markdown import full_markdown
@@ -155,4 +165,4 @@ def test_fleet_report_of_ten_thousand_runners(benchmark: Any, fleet_night: list[
         return full_markdown(build_report(fleet_night))
 
     text = benchmark.pedantic(report, rounds=1, iterations=1)
-    assert f"## Failures ({FLEET_RUNNERS})" in text
+    assert f"## Failures ({fleet_runners})" in text

@@ -21,6 +21,8 @@ and calls ``F.linear`` in it: weight-only NVFP4 (`w_nvfp4`). Its W4A4 path needs
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 import torch.nn.functional as F
 from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor, per_tensor_amax_to_scale
@@ -28,6 +30,7 @@ from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor, per_tensor_am
 from harness import (
     E4M3_X_FP32,
     NVFP4_BLOCK,
+    KnownFinding,
     LinearPathBase,
     LinearProblem,
     Numerics,
@@ -53,6 +56,15 @@ def _spec_problem(spec: QuantSpec | None) -> str:
     return ""
 
 
+ZERO_TENSOR_NAN = (
+    "torchao to_nvfp4 with per_tensor_amax_to_scale: an all-zero tensor gets per-tensor "
+    "scale 0 (amax / (448 * 6), no floor), each block scale is 0 / 0 = NaN (E4M3 byte 0xFF) "
+    "and every element dequantizes to NaN; a zero block inside a non-zero tensor, and the "
+    "one-level form (per_tensor_scale=None), give zeros "
+    "(docs/findings/torchao_nvfp4_zero_tensor_nan.py)"
+)
+
+
 class ToNVFP4Quantizer:
     name = "torchao_to_nvfp4"
     engine = ENGINE
@@ -62,6 +74,11 @@ class ToNVFP4Quantizer:
             "e4m3_inf_block_scale_448",
             "two_level_reciprocal_scale",
         }
+    )
+    known_findings: ClassVar[tuple[KnownFinding, ...]] = (
+        KnownFinding(
+            ZERO_TENSOR_NAN, suites=frozenset({"quantizers"}), cases=frozenset({"degenerate"})
+        ),
     )
 
     def supports(self, spec: QuantSpec) -> Support:
