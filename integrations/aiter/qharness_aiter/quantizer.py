@@ -60,6 +60,18 @@ class DynamicMXFP4Quantizer:
             suites=frozenset({"quantizers"}),
             cases=frozenset({"edge_cases"}),  # the blocks with NaN, Inf, float32 max
         ),
+        KnownFinding(
+            "aiter dynamic_mxfp4_quant at the E8M0 range's ends (the scale-point blocks, "
+            "measured under Triton's interpreter): at_carry@127 and above_carry@127 get "
+            "scale 2^127 where the even rule gives 2^126 (the top-binade carry above); "
+            "below_carry@-126 (amax one float32 step below 1.75 * 2^-126, scale 2^-127 on "
+            "both sides) codes 3.4999998 * scale as 4.0 where rounding gives 3.0: not yet "
+            "isolated whether aiter's kernel or the interpreter's conversion does this, so "
+            "no bug is claimed for it (docs/ENGINE-FINDINGS.md)",
+            suites=frozenset({"quantizers"}),
+            cases=frozenset({"mx_scale_points"}),
+            when=lambda case: case.scale_mode == "even",
+        ),
     )
 
     def supports(self, spec: QuantSpec) -> Support:
