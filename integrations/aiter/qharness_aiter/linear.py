@@ -49,7 +49,7 @@ from harness import (
 )
 from qharness_aiter import ENGINE
 from qharness_aiter.interpreter import assume_as_hint
-from qharness_aiter.loader import AITER_ARCHS, aiter_triton
+from qharness_aiter.loader import AITER_ARCHS, aiter_triton, platform_support
 
 Config = dict[str, Any]
 Call = Callable[[Any, QuantizedTensor, QuantizedTensor, torch.dtype, "Config | None"], torch.Tensor]
@@ -316,18 +316,9 @@ class AiterLinearPath(LinearPathBase):
         return Numerics(out_dtype=problem.out_dtype, output_roundings=2 if truncates else 1)
 
     def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
-        if platform.simulated not in (None, "triton-interpret"):
-            return Support.no(f"{self.name}: runs on ROCm or under Triton's interpreter")
-        if platform.simulated is None and platform.device != "rocm":
-            return Support.no(
-                f"{self.name}: aiter's Triton kernels need a ROCm GPU or a simulated one "
-                "(harness run --simulate triton-interpret:gfx942|gfx950)"
-            )
-        if platform.arch not in AITER_ARCHS:
-            return Support.no(
-                f"{self.name}: aiter has tuned configs for {', '.join(sorted(AITER_ARCHS))} "
-                f"only, not {platform.arch}"
-            )
+        where = platform_support(self.name, platform, "tuned configs")
+        if not where.ok:
+            return where
         choice = choose(
             self.table, GEMMS, platform_key(platform), scheme, f"{self.name} table", __name__
         )

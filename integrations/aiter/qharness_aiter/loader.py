@@ -24,7 +24,7 @@ import sys
 import types
 from typing import Any
 
-from harness import PlatformInfo
+from harness import PlatformInfo, Support
 
 AITER_ARCHS: frozenset[str] = frozenset({"gfx942", "gfx950"})  # aiter's _ARCH_TO_DEVICE
 
@@ -60,3 +60,21 @@ def aiter_triton(platform: PlatformInfo, kernel: str) -> Any:
     else:
         importlib.import_module("aiter")  # a ROCm install: aiter as it is
     return importlib.import_module(f"aiter.ops.triton.{kernel}")
+
+
+def platform_support(name: str, platform: PlatformInfo, configs: str) -> Support:
+    """Where an aiter path runs: a ROCm GPU, or a simulated gfx942/gfx950 under Triton's
+    interpreter; ``configs`` names what aiter tunes per arch (in the skip reason)."""
+    if platform.simulated not in (None, "triton-interpret"):
+        return Support.no(f"{name}: runs on ROCm or under Triton's interpreter")
+    if platform.simulated is None and platform.device != "rocm":
+        return Support.no(
+            f"{name}: aiter's Triton kernels need a ROCm GPU or a simulated one "
+            "(harness run --simulate triton-interpret:gfx942|gfx950)"
+        )
+    if platform.arch not in AITER_ARCHS:
+        return Support.no(
+            f"{name}: aiter has {configs} for {', '.join(sorted(AITER_ARCHS))} "
+            f"only, not {platform.arch}"
+        )
+    return Support.yes()

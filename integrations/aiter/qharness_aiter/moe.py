@@ -57,7 +57,7 @@ from harness import (
 )
 from qharness_aiter import ENGINE
 from qharness_aiter.interpreter import assume_as_hint
-from qharness_aiter.loader import AITER_ARCHS, aiter_triton
+from qharness_aiter.loader import AITER_ARCHS, aiter_triton, platform_support
 
 _FP8 = frozenset({"e4m3fn", "e4m3fnuz"})
 
@@ -196,18 +196,9 @@ class AiterFusedMoEPath(PathBase):
         return f"aiter.ops.triton.moe_op.fused_moe[{mode.name if mode else '?'}] ({config})"
 
     def supports(self, scheme: Scheme, problem: MoEProblem, platform: PlatformInfo) -> Support:
-        if platform.simulated not in (None, "triton-interpret"):
-            return Support.no(f"{self.name}: runs on ROCm or under Triton's interpreter")
-        if platform.simulated is None and platform.device != "rocm":
-            return Support.no(
-                f"{self.name}: aiter's Triton kernels need a ROCm GPU or a simulated one "
-                "(harness run --simulate triton-interpret:gfx942|gfx950)"
-            )
-        if platform.arch not in AITER_ARCHS:
-            return Support.no(
-                f"{self.name}: aiter has MoE configs for {', '.join(sorted(AITER_ARCHS))} "
-                f"only, not {platform.arch}"
-            )
+        where = platform_support(self.name, platform, "MoE configs")
+        if not where.ok:
+            return where
         mode, reason = self._mode(scheme, platform)
         if mode is None:
             return Support.no(f"{self.name}: {reason}")
