@@ -423,3 +423,18 @@ AiterGemmAFP4WFP4.known_findings = (
         when=lambda case: case.problem is not None and case.problem.k < 256,
     ),
 )
+
+# Measured, cause not isolated (docs/ENGINE-FINDINGS.md, gemm_afp4wfp4 section): with the tail
+# config at K = 176 (a partial 32-element MX block), identical inputs give different outputs
+# from run to run (2 of 8 runs of the stage failed the bound on a bias-bf16 case), so the
+# kernel reads memory outside its operands there; no mechanism is claimed.
+AiterGemmAFP4WFP4Tails.known_findings = (
+    KnownFinding(
+        "aiter gemm_afp4wfp4 with the tail config at K not a multiple of 32 (a partial MX "
+        "block): outputs vary between runs on identical inputs under Triton's interpreter, "
+        "so the kernel reads memory outside its operands; the mechanism is not isolated "
+        "and no further claim is made",
+        suites=frozenset({"linear"}),
+        when=lambda case: case.problem is not None and case.problem.k % 32 != 0,
+    ),
+)
