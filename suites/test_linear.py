@@ -10,12 +10,15 @@ from harness.core.quantize import QuantizedLinear, quantize, quantize_activation
 from harness.core.schemes import get_scheme
 from harness.linear.cases import (
     LinearCase,
+    OperandCase,
     QuantizeCase,
     linear_cases,
     load_linear_case,
+    operand_cases,
     quantize_cases,
 )
 from harness.linear.checks import expected_output, linear_checks
+from harness.linear.operands import expected_operands, operand_checks
 from harness.linear.paths import get_path
 from harness.linear.repro import linear_bundle_tensors
 from harness.paths.base import (
@@ -25,6 +28,7 @@ from harness.paths.base import (
     path_conventions,
 )
 from harness.paths.findings import known_finding
+from harness.paths.operands import QuantizedOperands, path_operands
 from harness.platform.info import PlatformInfo
 from harness.plugin import (
     MeasureMemory,
@@ -134,3 +138,46 @@ def test_linear(
         linear_checks(y, y_emulated, expected, case.path),
         known_finding=known_finding(path, case.finding_case()),
     )
+
+
+def _on_cpu(operands: QuantizedOperands) -> QuantizedOperands:
+    act = None if operands.activation is None else operands.activation.to("cpu")
+    return QuantizedOperands(act, operands.weight.to("cpu"))
+
+
+@pytest.mark.parametrize("case", list(operand_cases()), ids=lambda c: c.id)
+def test_linear_operands(
+    case: OperandCase,
+    golden_store: GoldenStore,
+    qh_platform: PlatformInfo,
+    record_checks: RecordChecks,
+    record_result: RecordResult,
+) -> None:
+    """For paths that show the operands they feed their kernel: the activation's and the
+    weight's codes and scales bit for bit against the reference quantizer
+    (`harness.linear.operands.OPERAND_CHECKS`), under the path's declared conventions."""
+    scheme = get_scheme(case.scheme)
+    path = get_path(case.path)
+    support = path.supports(scheme, case.problem, qh_platform)
+    if not support.ok:
+        pytest.skip(support.reason)
+    data = load_golden(golden_store, f"linear/{case.scheme}")
+    loaded = load_linear_case(data, case.scheme, case.shape, bias=False)
+    device = qh_platform.torch_device
+    finding = known_finding(path, case.finding_case())
+    try:
+        got = path_operands(
+            path, loaded.layer.to(device), loaded.x.to(device), case.problem.out_dtype
+        )
+    except Exception as exc:
+        if finding is not None:
+            xfail_known(record_result, finding, f"{type(exc).__name__}: {exc}")
+        pytest.fail(
+            f"path {case.path!r} raised showing operands of {case.id}: {type(exc).__name__}: {exc}",
+            pytrace=False,
+        )
+    conventions = path_conventions(path)
+    if conventions:
+        record_result(conventions=sorted(conventions))
+    want = expected_operands(loaded.layer, loaded.x, conventions)
+    record_checks(operand_checks(_on_cpu(got), want, case.path), known_finding=finding)
