@@ -18,8 +18,9 @@ from harness.linear.cases import (
     quantize_cases,
 )
 from harness.linear.checks import expected_output, linear_checks
+from harness.linear.designs import DesignedCase, designed_cases
 from harness.linear.operands import expected_operands, operand_checks
-from harness.linear.paths import get_path
+from harness.linear.paths import get_path, linear_paths
 from harness.linear.repro import linear_bundle_tensors
 from harness.paths.base import (
     is_reference,
@@ -28,7 +29,7 @@ from harness.paths.base import (
     path_conventions,
 )
 from harness.paths.findings import known_finding
-from harness.paths.operands import QuantizedOperands, path_operands
+from harness.paths.operands import QuantizedOperands, exposes_operands, path_operands
 from harness.platform.info import PlatformInfo
 from harness.plugin import (
     MeasureMemory,
@@ -181,3 +182,50 @@ def test_linear_operands(
         record_result(conventions=sorted(conventions))
     want = expected_operands(loaded.layer, loaded.x, conventions)
     record_checks(operand_checks(_on_cpu(got), want, case.path), known_finding=finding)
+
+
+@pytest.mark.parametrize("case", list(designed_cases(list(linear_paths()))), ids=lambda c: c.id)
+def test_linear_designed(
+    case: DesignedCase,
+    qh_platform: PlatformInfo,
+    record_checks: RecordChecks,
+    record_result: RecordResult,
+) -> None:
+    """Designed inputs where one small quantized value alone decides outputs
+    (`harness.linear.designs`): every output check of `test_linear` and, for paths that
+    show their operands, every operand check."""
+    scheme = get_scheme(case.scheme)
+    path = get_path(case.path)
+    support = path.supports(scheme, case.problem, qh_platform)
+    if not support.ok:
+        pytest.skip(support.reason)
+    design = case.build()
+    assert design.holds == "", (
+        f"design {case.design} does not hold for {case.scheme}: {design.holds}"
+    )
+    loaded = design.loaded()
+    device = qh_platform.torch_device
+    layer, x = loaded.layer.to(device), loaded.x.to(device)
+    out_dtype = case.problem.out_dtype
+    finding = known_finding(path, case.finding_case())
+    try:
+        y = path.forward(layer, x, out_dtype).cpu()
+        got = path_operands(path, layer, x, out_dtype) if exposes_operands(path) else None
+    except Exception as exc:
+        if finding is not None:
+            xfail_known(record_result, finding, f"{type(exc).__name__}: {exc}")
+        pytest.fail(
+            f"path {case.path!r} raised on {case.id}: {type(exc).__name__}: {exc}", pytrace=False
+        )
+    conventions = path_conventions(path)
+    y_emulated = None
+    if not is_reference(path):
+        same = layer_under_conventions(layer, conventions)
+        y_emulated = get_path("emulated").forward(same, x, out_dtype).cpu()
+    numerics = linear_numerics(path, scheme, case.problem)
+    expected = expected_output(loaded, scheme, False, numerics, conventions)
+    checks = linear_checks(y, y_emulated, expected, case.path)
+    if got is not None:
+        want = expected_operands(loaded.layer, loaded.x, conventions)
+        checks += operand_checks(_on_cpu(got), want, case.path)
+    record_checks(checks, known_finding=finding)
