@@ -105,6 +105,8 @@ def _subnormal_decides(scheme: Scheme) -> DesignedInput:
 def _small_weight_block(scheme: Scheme) -> DesignedInput:
     m, n, k = DESIGN_SHAPE
     cols = scheme.weight.block[1]
+    if cols is None:  # WHOLE: one tile per row (`_small_block_applies` excludes it)
+        raise ValueError(f"{scheme.name}: small_weight_block needs several weight tiles per row")
     w = _seeded(f"designs/small_block/{scheme.name}/w", n, k)
     w[:, cols : 2 * cols] *= SMALL_BLOCK
     x = _seeded(f"designs/small_block/{scheme.name}/x", m, k)
