@@ -23,6 +23,7 @@ from harness.linear.operands import expected_operands, operand_checks
 from harness.linear.paths import get_path, linear_paths
 from harness.linear.repro import linear_bundle_tensors
 from harness.paths.base import (
+    activation_in_model_dtype,
     is_reference,
     layer_under_conventions,
     linear_numerics,
@@ -141,6 +142,12 @@ def test_linear(
     )
 
 
+def _model_dtype(path: object, case: OperandCase | DesignedCase) -> torch.dtype | None:
+    """The dtype the path hands its engine the activation in, where it declares that it
+    does so (`activation_in_model_dtype`): the output dtype; else None (as given)."""
+    return case.problem.out_dtype if activation_in_model_dtype(path) else None
+
+
 def _on_cpu(operands: QuantizedOperands) -> QuantizedOperands:
     act = None if operands.activation is None else operands.activation.to("cpu")
     return QuantizedOperands(act, operands.weight.to("cpu"))
@@ -180,7 +187,7 @@ def test_linear_operands(
     conventions = path_conventions(path)
     if conventions:
         record_result(conventions=sorted(conventions))
-    want = expected_operands(loaded.layer, loaded.x, conventions)
+    want = expected_operands(loaded.layer, loaded.x, conventions, _model_dtype(path, case))
     record_checks(operand_checks(_on_cpu(got), want, case.path), known_finding=finding)
 
 
@@ -226,6 +233,6 @@ def test_linear_designed(
     expected = expected_output(loaded, scheme, False, numerics, conventions)
     checks = linear_checks(y, y_emulated, expected, case.path)
     if got is not None:
-        want = expected_operands(loaded.layer, loaded.x, conventions)
+        want = expected_operands(loaded.layer, loaded.x, conventions, _model_dtype(path, case))
         checks += operand_checks(_on_cpu(got), want, case.path)
     record_checks(checks, known_finding=finding)

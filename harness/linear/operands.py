@@ -29,16 +29,25 @@ OPERAND_CHECKS = ("activation_codes", "activation_scales", "weight_codes", "weig
 
 
 def expected_operands(
-    layer: QuantizedLinear, x: torch.Tensor, conventions: frozenset[str] = frozenset()
+    layer: QuantizedLinear,
+    x: torch.Tensor,
+    conventions: frozenset[str] = frozenset(),
+    model_dtype: torch.dtype | None = None,
 ) -> QuantizedOperands:
     """The reference operands of one call: the activation as the reference quantizer
-    computes it from ``x`` (under the path's declared ``conventions``), the loaded weight."""
+    computes it from ``x`` (under the path's declared ``conventions``), the loaded weight.
+
+    ``model_dtype``: for a path that declares it hands its engine the activation in the
+    model dtype (`harness.paths.base.activation_in_model_dtype`), that dtype: the rounding
+    to it happens before the engine's layer, so the reference quantizes the rounded values.
+    """
     scheme = with_activation_conventions(layer.scheme, conventions)
     spec = scheme.activation
     activation = None
     if spec is not None:
         static = None if spec.dynamic else layer.input_scale
-        activation = quantize(x, spec, static, reference=True)
+        fed = x if model_dtype is None else x.to(model_dtype).float()
+        activation = quantize(fed, spec, static, reference=True)
     return QuantizedOperands(activation, layer.weight)
 
 
