@@ -15,10 +15,10 @@ them) on one shape, each checked to hold before any path runs (`DesignedInput.ho
   golden cases' planted subnormals already decide outputs.
 - ``small_weight_block``: one column block of the weight (one scale tile wide) is 2^-20
   of the others, so its scale sits 20 binades under its row's largest. A scale a binade
-  off there moves each output by about 2^-23 of its size: under every output dtype's
-  rounding and the float32 accumulation bound, so no output check can see it; the weight
-  scale check does. Weights with more than one scale tile per row, and scale formats that
-  hold the spread (E8M0, float32).
+  off there moves each output by 2^-21 to 2^-23 of its size (one of two to eight blocks
+  per row): under every output dtype's rounding and the float32 accumulation bound, so
+  no output check can see it; the weight scale check does. Weights with more than one
+  scale tile per row, and scale formats that hold the spread (E8M0, float32).
 """
 
 from __future__ import annotations
