@@ -47,9 +47,25 @@ class ExposesOperands(Protocol):
         ...
 
 
+def _owner(cls: type, name: str) -> type | None:
+    """The class in ``cls``'s MRO that defines ``name`` (None: none does)."""
+    return next((k for k in cls.__mro__ if name in k.__dict__), None)
+
+
 def exposes_operands(path: object) -> bool:
-    """True when ``path`` implements ``quantized_operands`` (the suites then check them)."""
-    return callable(getattr(path, "quantized_operands", None))
+    """True when ``path`` shows the operands its ``forward`` feeds its kernel.
+
+    It must implement ``quantized_operands``, and not only inherit it past its own
+    ``forward``: a class that overrides ``forward`` of a path that shows its operands
+    (a plugin subclassing `emulated` to reuse its code) feeds its kernel something else,
+    and shows nothing until it overrides ``quantized_operands`` too (as `is_reference`
+    counts only where declared).
+    """
+    if not callable(getattr(path, "quantized_operands", None)):
+        return False
+    cls = type(path)
+    shows, runs = _owner(cls, "quantized_operands"), _owner(cls, "forward")
+    return shows is None or runs is None or issubclass(shows, runs)
 
 
 def path_operands(

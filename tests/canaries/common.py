@@ -82,9 +82,6 @@ class KernelModelPath(EmulatedPath):
 
     name = "kernel_model"
     is_reference = False  # a kernel under test, compared with emulated
-    # Its hooks hand the matmul dequantized values, not codes and scales: it shows no
-    # operands (harness.paths.operands), unlike the emulated path it reuses.
-    quantized_operands = None
 
     def activation(self, x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
         """The activation as the kernel multiplies it (dequantized, float32)."""

@@ -96,7 +96,8 @@ def test_a_declared_convention_moves_the_expected_activation() -> None:
 def test_only_paths_with_the_method_show_operands() -> None:
     assert exposes_operands(get_path("emulated"))
     assert exposes_operands(get_path("native"))
-    assert not exposes_operands(KernelModelPath())  # its hooks give values, not codes
+    # overrides forward, inherits emulated's quantized_operands: shows nothing
+    assert not exposes_operands(KernelModelPath())
     assert not exposes_operands(object())
 
 
