@@ -18,7 +18,7 @@ from harness.linear.cases import (
     quantize_cases,
 )
 from harness.linear.checks import expected_output, linear_checks
-from harness.linear.designs import DesignedCase, designed_cases
+from harness.linear.operand_designs import DesignedCase, designed_cases
 from harness.linear.operands import expected_operands, operand_checks
 from harness.linear.paths import get_path, linear_paths
 from harness.linear.repro import linear_bundle_tensors
@@ -199,7 +199,7 @@ def test_linear_designed(
     record_result: RecordResult,
 ) -> None:
     """Designed inputs where one small quantized value alone decides outputs
-    (`harness.linear.designs`): every output check of `test_linear` and, for paths that
+    (`harness.linear.operand_designs`): every output check of `test_linear` and, for paths that
     show their operands, every operand check."""
     scheme = get_scheme(case.scheme)
     path = get_path(case.path)
