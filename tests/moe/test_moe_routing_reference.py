@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from harness.moe.model import Routing, route
-from harness.moe.paths import get_moe_path, routes_itself, routing_support
+from harness.moe.paths import get_moe_path, ranks_slots, routes_itself, routing_support
 from harness.moe.routing import (
     SCORING_FUNCTIONS,
     RoutingSpec,
@@ -21,6 +21,7 @@ from harness.moe.routing import (
 )
 from harness.moe.routing_cases import ROUTING_SPECS, routing_logits
 from harness.moe.routing_checks import returned_routing, self_routing_checks
+from harness.paths.base import Support
 from harness.platform.info import detect
 
 ROW = torch.tensor([[2.0, 1.0, 1.0, 0.0]])  # expert 0 first, 1 and 2 tied, 3 last
@@ -143,3 +144,27 @@ def test_emulated_routes_itself_and_native_does_not() -> None:
     native = get_moe_path("native")
     assert not routes_itself(native)
     assert "does not route itself" in routing_support(native, spec, platform).reason
+
+
+class _SoftmaxOnly:
+    """A self-routing path that declines sigmoid routing and leaves its slots unordered."""
+
+    name = "softmax_only"
+    ranks_slots = False
+
+    def supports_routing(self, spec: RoutingSpec, platform: object) -> Support:
+        return Support.yes() if spec.scoring == "softmax" else Support.no("softmax only")
+
+    def route_and_forward(self, *args: object) -> None:
+        raise AssertionError("not called here")
+
+
+def test_a_path_may_decline_a_spec_and_its_slot_order() -> None:
+    path, platform = _SoftmaxOnly(), detect()
+    assert routes_itself(path)
+    assert routing_support(path, RoutingSpec(2, True, "softmax"), platform).ok
+    assert routing_support(path, RoutingSpec(2, True, "sigmoid"), platform).reason == (
+        "softmax only"
+    )
+    assert not ranks_slots(path)
+    assert ranks_slots(get_moe_path("emulated"))
