@@ -312,6 +312,11 @@ CANARIES: tuple[Canary, ...] = (
         "MoE routing renormalize flag ignored",
     ),
     _router(
+        "canary_moe_router_renorm_always",
+        "RouterRenormalizeAlways",
+        "MoE routing renormalized whatever the flag",
+    ),
+    _router(
         "canary_moe_router_sigmoid_as_softmax",
         "RouterSigmoidAsSoftmax",
         "MoE routing sigmoid scored as softmax",

@@ -238,6 +238,15 @@ class RouterRenormalizeIgnored(ControlRouterMoEPath):
         return float32_router(logits, replace(spec, renormalize=False))
 
 
+class RouterRenormalizeAlways(ControlRouterMoEPath):
+    """Renormalization: the weights are renormalized whatever the flag says."""
+
+    name = "canary_moe_router_renorm_always"
+
+    def router(self, logits: torch.Tensor, spec: RoutingSpec) -> Routing:
+        return float32_router(logits, replace(spec, renormalize=True))
+
+
 class RouterSigmoidAsSoftmax(ControlRouterMoEPath):
     """Scoring function: sigmoid routing is scored with softmax."""
 
