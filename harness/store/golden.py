@@ -668,9 +668,15 @@ class GoldenStore:
         for entry in sorted(set(recorded) - set(all_builders)):
             problems.append(f"{entry}: in the manifest but no builder produces it (orphaned)")
         known = {f"{e}.safetensors" for e in recorded}
-        for name in _store_files(self.root):
+        entry_files = _store_files(self.root)
+        for name in entry_files:
             if name not in known:
                 problems.append(f"{self.root / name}: not listed in {MANIFEST_NAME}")
+        for name in _stray_files(self.root, set(entry_files)):
+            problems.append(
+                f"{self.root / name}: stray file, not a golden entry (the store holds only "
+                f"{MANIFEST_NAME} and <entry>.safetensors files); move it out of the store"
+            )
         for entry in wanted:
             try:
                 stored = self.load(entry)
@@ -741,6 +747,25 @@ def _store_files(root: Path) -> list[str]:
         base = Path(dirpath).relative_to(root)
         names = [*filenames, *dirnames]  # a directory named x.safetensors is a problem too
         found += [(base / n).as_posix() for n in names if Path(n).suffix == ".safetensors"]
+    return sorted(found)
+
+
+def _stray_files(root: Path, entry_files: set[str]) -> list[str]:
+    """Relative names of everything under ``root`` that is neither the manifest, nor one of
+    ``entry_files`` (`_store_files`), nor in the refresh journal: a ``.pt`` or ``.txt`` left
+    there, a copy in a hidden or oddly named directory, a symlinked directory. The store owns
+    every file in it; an audit that skipped the others would pass a store holding anything."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        base = Path(dirpath).relative_to(root)
+        if base == Path("."):
+            dirnames[:] = [d for d in dirnames if d != JOURNAL_NAME]
+        linked = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        dirnames.sort()
+        for name in [*filenames, *linked]:
+            relative = (base / name).as_posix()
+            if relative != MANIFEST_NAME and relative not in entry_files:
+                found.append(relative)
     return sorted(found)
 
 
