@@ -252,3 +252,21 @@ def test_a_killed_history_add_leaves_a_staging_the_next_add_removes(
         "run=20261202T0300Z-gfx942-a1b2",
     ]
     assert cli.main(["report", str(second), "--history", str(history)]) == 0
+
+
+def test_a_killed_model_build_leaves_a_staging_the_next_build_removes(tmp_path: Path) -> None:
+    """The checkpoint cache builds into a staging folder too (`harness.models.cache`)."""
+    from harness.models.cache import _build
+
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    staging = tmp_path / f".tiny-float-abc.{host_tag()}-{dead.stdout.strip()}.k3j_x9qa.tmp"
+    staging.mkdir()
+    (staging / "model.safetensors").write_bytes(b"half")
+
+    built = _build(
+        tmp_path / "tiny-float-def", lambda folder: (folder / "config.json").write_text("{}")
+    )
+
+    assert sorted(p.name for p in tmp_path.iterdir()) == [built.name]
