@@ -113,13 +113,13 @@ def _check_operands(scheme: Scheme, t: dict[str, torch.Tensor]) -> None:
             )
         wanted["w_global_scale"] = ((1, 1), "float")
     for name, (shape, kind) in wanted.items():
-        tensor = t.get(name)
-        if tensor is None:
+        given = t.get(name)
+        if given is None:
             continue
-        right_shape = tuple(tensor.shape) == shape or (shape == () and tensor.numel() == 1)
-        if not right_shape or not _DTYPE_KINDS[kind](tensor.dtype):
+        right_shape = tuple(given.shape) == shape or (shape == () and given.numel() == 1)
+        if not right_shape or not _DTYPE_KINDS[kind](given.dtype):
             raise ReproError(
-                f"linear bundle: {name} is {tuple(tensor.shape)} {tensor.dtype}, expected "
+                f"linear bundle: {name} is {tuple(given.shape)} {given.dtype}, expected "
                 f"{shape} {kind} for x {(m, k)} and {n} output features (a damaged or "
                 "hand-edited bundle)"
             )
