@@ -61,9 +61,11 @@ def _simulated_import(arch: str) -> None:
         root = next(iter(spec.submodule_search_locations))
         _bare_package("aiter", root)
         _bare_package("aiter.ops", os.path.join(root, "ops"))
-    if not hasattr(sys.modules["aiter"], "dtypes"):
-        sys.modules["aiter"].dtypes = types.ModuleType("aiter.dtypes")  # type: ignore[attr-defined]
-    sys.modules["aiter"].dtypes.fp8 = AITER_FP8[arch]  # type: ignore[attr-defined]
+    package = sys.modules["aiter"]
+    dtypes = package.__dict__.get("dtypes")
+    if dtypes is None:
+        dtypes = package.dtypes = types.ModuleType("aiter.dtypes")
+    dtypes.fp8 = AITER_FP8[arch]
     arch_info = importlib.import_module("aiter.ops.triton.utils._triton.arch_info")
     arch_info.get_arch = lambda: arch
 
