@@ -62,9 +62,7 @@ def _simulated_import(arch: str) -> None:
         _bare_package("aiter", root)
         _bare_package("aiter.ops", os.path.join(root, "ops"))
     package = sys.modules["aiter"]
-    dtypes = package.__dict__.get("dtypes")
-    if dtypes is None:
-        dtypes = package.dtypes = types.ModuleType("aiter.dtypes")
+    dtypes: Any = package.__dict__.setdefault("dtypes", types.ModuleType("aiter.dtypes"))
     dtypes.fp8 = AITER_FP8[arch]
     arch_info = importlib.import_module("aiter.ops.triton.utils._triton.arch_info")
     arch_info.get_arch = lambda: arch
