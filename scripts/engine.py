@@ -98,8 +98,10 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
         "(aiter and not fp16 and not (tails and (1x16x256 or 8x128x256)) and not fused_moe)"
         " or (aiter and fp16 and nobias and not tails)"
         # MoE: both configs, 7 and 64 tokens, unnormalized routing (renorm changes weights
-        # only, which the harness's combine applies)
-        " or (fused_moe and norenorm and not t1)"
+        # only, which the harness's combine applies); MXFP4 MoE on the default (floor) rule
+        # only: the kernel takes codes and E8M0 scales whatever rule made them
+        " or (fused_moe and norenorm and not t1 and not mxfp4)"
+        " or (fused_moe_mxfp4 and norenorm and not t1 and not ceil and not even)"
         " or platform or simulate or interpreter",
     ),
 }

@@ -61,7 +61,7 @@ FP8_FORMATS: dict[torch.dtype, str] = {
 _MXFP4_SCRIPT = "integrations/aiter/findings/fused_flatten_mxfp4_quant_same_op.py"
 
 
-def _fp8_group(spec: QuantSpec, k: int) -> int | None:
+def fp8_group_size(spec: QuantSpec, k: int) -> int | None:
     """The kernel's ``group_size`` for the spec's 1xG tiles on rows of length ``k``, or None
     where the kernel cannot form those groups (its block is next_power_of_2(K) elements,
     reshaped into groups)."""
@@ -101,7 +101,7 @@ class FusedFlattenFP8GroupQuantizer:
     def supports_shape(self, spec: QuantSpec, shape: tuple[int, ...]) -> Support:
         if len(shape) != 2:
             return Support.no(f"{self.name}: 2-D input, got {shape}")
-        if _fp8_group(spec, shape[1]) is None:
+        if fp8_group_size(spec, shape[1]) is None:
             return Support.no(
                 f"{self.name}: a whole-row group needs K a power of two (the kernel reshapes "
                 f"its next_power_of_2(K) block into groups), got K={shape[1]}"
@@ -114,7 +114,7 @@ class FusedFlattenFP8GroupQuantizer:
         if scale is not None:
             raise ValueError(f"{self.name} computes its own scales (dynamic groups)")
         platform = detect_platform()
-        group = _fp8_group(spec, x.shape[1])
+        group = fp8_group_size(spec, x.shape[1])
         if group is None:
             raise ValueError(f"{self.name}: no group size for {spec.block} at K={x.shape[1]}")
         mod = aiter_triton(platform, "fused_fp8_quant")
