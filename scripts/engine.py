@@ -102,6 +102,7 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
         # only: the kernel takes codes and E8M0 scales whatever rule made them
         " or (fused_moe and norenorm and not t1 and not mxfp4)"
         " or (fused_moe_mxfp4 and norenorm and not t1 and not ceil and not even)"
+        " or (fused_moe and dispatch_table)"
         " or platform or simulate or interpreter",
     ),
 }
