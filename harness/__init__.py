@@ -81,6 +81,7 @@ _EXPORTS: dict[str, str] = {
     # mixture of experts
     "MoEPath": "harness.moe.paths.base",
     "MoEProblem": "harness.moe.paths.base",
+    "MOE_SCHEMES": "harness.moe.dispatch",
     "MoELayer": "harness.moe.model",
     "MoETrace": "harness.moe.model",
     "Routing": "harness.moe.model",
@@ -122,6 +123,7 @@ __all__ = [
     "EMULATE",
     "FP8_BLOCK",
     "FP32",
+    "MOE_SCHEMES",
     "MX_BLOCK",
     "NVFP4_BLOCK",
     "SCALE_FORMATS",
@@ -250,6 +252,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
         requantize_with_max_scale,
         scales_to_tile_grid,
     )
+    from harness.moe.dispatch import MOE_SCHEMES
     from harness.moe.model import (
         MoELayer,
         MoETrace,

@@ -212,6 +212,29 @@ register_convention(
 )
 
 
+_AMAX_FLOOR = 1e-10  # as float32, the constant aiter's kernel compares with
+
+
+def _amax_floor_1e_10(amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    # float32: max(amax, 1e-10) / qmax, as the kernel computes it; a zero tile gets
+    # 1e-10 / qmax, not 1 (its codes are zero either way)
+    floor = torch.tensor(_AMAX_FLOOR, dtype=torch.float32)
+    return torch.maximum(amax.float(), floor) / spec.qmax
+
+
+register_convention(
+    Convention(
+        "amax_floor_1e-10",
+        "a tile's amax is bounded from below at 1e-10 (float32) before the scale amax / "
+        "fp8_max is taken, so a zero or tiny tile gets 1e-10 / fp8_max, not 1 or its own "
+        "amax / fp8_max (aiter's fused FP8 group quant, _fp8_quant_op: "
+        "m = tl.maximum(tl.max(tl.abs(x), axis=-1), 1e-10))",
+        _fp32_scales,
+        scale=_amax_floor_1e_10,
+    )
+)
+
+
 def _is_fnuz(spec: QuantSpec) -> bool:
     return spec.format == "e4m3fnuz" and (spec.clamp_max is None or spec.clamp_max > 224)
 
