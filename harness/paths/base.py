@@ -85,6 +85,10 @@ class Numerics:
     accumulation_dtype: torch.dtype = torch.float32  # dtype of the K-term sum
     operand_dtype: torch.dtype | None = None  # operands rounded to this first; None: exact
     epilogue_roundings: int = 0  # accumulation-dtype roundings after the sum (scale multiplies)
+    # linear: float32 roundings each term's operands pass through beyond the two that
+    # applying their scales takes (harness.paths.bounds), e.g. a stored reciprocal scale
+    # inverted on load, or a second operand's own scale multiplies
+    extra_term_roundings: int = 0
     activation_dtype: torch.dtype = torch.float32  # MoE: dtype of SiLU-and-mul between GEMMs
 
     def round_operand(self, values: torch.Tensor) -> torch.Tensor:

@@ -236,6 +236,12 @@ def build_layer(layer: QuantizedLinear, out_dtype: torch.dtype) -> tuple[Any, to
     return vs, module
 
 
+# float32 roundings between code * s * g and each term's operands (`numerics`), and the
+# two any linear path is charged for applying scales (harness.paths.bounds)
+OPERAND_ROUNDINGS = 3 + 4
+LINEAR_SCALE_ROUNDINGS = 2
+
+
 class VllmNvfp4EmulationPath(LinearPathBase):
     """vLLM's compressed-tensors W4A4 NVFP4 scheme with its emulation kernel (module doc)."""
 
@@ -255,12 +261,18 @@ class VllmNvfp4EmulationPath(LinearPathBase):
         """``run_nvfp4_emulations``: both operands dequantized in float32 and cast to the
         model dtype (``x_dq.to(output_dtype)``, ``out.to(dtype)``), ``torch.matmul`` in it
         (float32 accumulation, one rounding), then ``out + bias`` in the model dtype: a
-        second rounding to bf16/fp16 (in float32 the bias add is a term of the sum)."""
+        second rounding to bf16/fp16, of the product first (in float32 the bias add is a
+        term of the sum). Per term, the float32 operands pass through seven roundings
+        from code * s * g: the activation's three (the stored divisor fp32(1 / g), the
+        quotient ``s / g_inv``, the code's multiply), the weight's four (the divisor
+        fp32(1 / g), its inversion on load, ``s * g``, the code's multiply); the bound
+        counts two for any path, so five more are declared."""
         twice = problem.bias and problem.out_dtype != torch.float32
         return Numerics(
             out_dtype=problem.out_dtype,
             operand_dtype=problem.out_dtype,
             output_roundings=2 if twice else 1,
+            extra_term_roundings=OPERAND_ROUNDINGS - LINEAR_SCALE_ROUNDINGS,
         )
 
     def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
