@@ -378,15 +378,6 @@ _K_NOT_128 = (
     "non-contiguous tensor that w8a8_triton_block_scaled_mm's A.is_contiguous() assertion "
     "rejects (an asserted precondition, not a wrong result)"
 )
-# docs/ENGINE-FINDINGS.md (scripts/vllm_triton/block_fp8_bias_after_rounding.py)
-_BIAS_AFTER_ROUNDING = (
-    "vLLM's block-FP8 linear rounds the GEMM to the model dtype, then adds the bias in "
-    "that dtype (Fp8BlockScaledMMLinearKernel.apply_weights: output + bias): where the "
-    "bias cancels most of the product, the first rounding's error, relative to the small "
-    "result, exceeds the suite's two-rounding bound (vLLM's step order, not a kernel bug)"
-)
-
-
 BLOCK_SCHEMES = frozenset({"fp8_per_block", "fp8_per_block_fnuz"})
 
 
@@ -394,16 +385,6 @@ def _k_not_multiple_of_128(case: FindingCase) -> bool:
     return case.problem is not None and case.problem.k % 128 != 0
 
 
-def _with_bias(case: FindingCase) -> bool:
-    return case.problem is not None and case.problem.bias
-
-
-BIAS_AFTER_ROUNDING = KnownFinding(
-    _BIAS_AFTER_ROUNDING,
-    schemes=BLOCK_SCHEMES,
-    out_dtypes=frozenset({torch.bfloat16, torch.float16}),
-    when=_with_bias,
-)
 
 
 class VllmTritonBlockFp8Path(_VllmTritonPath):
@@ -415,7 +396,6 @@ class VllmTritonBlockFp8Path(_VllmTritonPath):
     contiguous_codes: ClassVar[bool] = False
     known_findings: ClassVar[tuple[KnownFinding, ...]] = (
         KnownFinding(_K_NOT_128, schemes=BLOCK_SCHEMES, when=_k_not_multiple_of_128),
-        BIAS_AFTER_ROUNDING,
     )
 
     def numerics(self, scheme: Scheme, problem: LinearProblem) -> Numerics:
@@ -445,4 +425,4 @@ class VllmTritonBlockFp8TailsPath(VllmTritonBlockFp8Path):
     name = "vllm_triton_block_fp8_tails"
     tile = TAIL_TILE
     contiguous_codes = True
-    known_findings: ClassVar[tuple[KnownFinding, ...]] = (BIAS_AFTER_ROUNDING,)
+    known_findings: ClassVar[tuple[KnownFinding, ...]] = ()
