@@ -385,8 +385,6 @@ def _k_not_multiple_of_128(case: FindingCase) -> bool:
     return case.problem is not None and case.problem.k % 128 != 0
 
 
-
-
 class VllmTritonBlockFp8Path(_VllmTritonPath):
     """``w8a8_triton_block_scaled_mm`` under the config vLLM looks up (its default here)."""
 
