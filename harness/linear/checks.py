@@ -104,21 +104,20 @@ def expected_output(
     acc = linear_gemm_interval(a, w, b if bias else None, numerics)
     # vs golden: the radius, the exact effect of a declared operand rounding (zero where
     # it changes nothing), the golden's float32 storage (u_f32 |y|), and the path's
-    # roundings to the output dtype: the last of the result (u_out |y|); a path rounding
-    # more than once rounds its product before the bias is added (`Numerics`), so each
-    # earlier rounding is charged at the larger of |product| and |y| (a bias cancelling
-    # the product leaves the product's rounding error in a small output).
+    # roundings to the output dtype (u_out |y| each; u_out |product| before a bias).
     other, operand_effect = "", torch.zeros_like(acc.radius)
     if rounds_operands(a, w, numerics):
         other = f"the path multiplies operands rounded to {numerics.operand_dtype}"
         operand_effect = (acc.center - (a @ w.t() + b)).abs()
-    earlier = torch.maximum((reference - b).abs(), reference.abs())
+    # A rounding before the bias is added errs by u_out |product| (the reference without
+    # its bias), the others by u_out |y|: the two agree without a bias.
+    before_bias = numerics.roundings_before_bias if bias else 0
     bound = (
         acc.radius
         + operand_effect
         + rounding_bound(reference, torch.float32)
-        + rounding_bound(reference, out_dtype)
-        + rounding_bound(earlier, out_dtype, roundings=roundings - 1)
+        + rounding_bound(reference - b, out_dtype, roundings=before_bias)
+        + rounding_bound(reference, out_dtype, roundings=roundings - before_bias)
     )
     lo, hi = acc.lo, acc.hi
     # Quantization quality: the unquantized float64 product; the exact sum's cancellation

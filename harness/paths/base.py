@@ -85,11 +85,22 @@ class Numerics:
     accumulation_dtype: torch.dtype = torch.float32  # dtype of the K-term sum
     operand_dtype: torch.dtype | None = None  # operands rounded to this first; None: exact
     epilogue_roundings: int = 0  # accumulation-dtype roundings after the sum (scale multiplies)
+    activation_dtype: torch.dtype = torch.float32  # MoE: dtype of SiLU-and-mul between GEMMs
+    # Of the output roundings, those applied to the product before the bias is added (a
+    # kernel that returns the GEMM in the output dtype, then adds the bias there): their
+    # error scales with |product|, not with the smaller |product + bias| where they cancel.
+    roundings_before_bias: int = 0
     # linear: float32 roundings each term's operands pass through beyond the two that
     # applying their scales takes (harness.paths.bounds), e.g. a stored reciprocal scale
     # inverted on load, or a second operand's own scale multiplies
     extra_term_roundings: int = 0
-    activation_dtype: torch.dtype = torch.float32  # MoE: dtype of SiLU-and-mul between GEMMs
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.roundings_before_bias <= self.output_roundings:
+            raise ValueError(
+                f"roundings_before_bias={self.roundings_before_bias} must lie in "
+                f"[0, output_roundings={self.output_roundings}]"
+            )
 
     def round_operand(self, values: torch.Tensor) -> torch.Tensor:
         """Operand values as the kernel multiplies them (float32)."""

@@ -16,6 +16,7 @@ LINEAR = "suites/test_linear.py"
 LOADING = "suites/test_loading.py"
 MEMORY = "suites/test_memory.py"
 MOE = "suites/test_moe.py"
+MOE_ROUTING = "suites/test_moe_routing.py"
 TRACKER = "tests/memory/test_memory_tracker.py"
 FLOAT32_INPUTS = "suites/test_float32_activations.py"
 SPECIAL_VALUES = "suites/test_special_values.py"
@@ -89,6 +90,11 @@ def moe(schemes: tuple[str, ...], tokens: Iterable[int] = (7,)) -> Selection:
     return Selection(MOE, f"({which}) and ({counts})", schemes)
 
 
+def moe_routing(schemes: tuple[str, ...]) -> Selection:
+    """Every self-routing case (configs x scoring x renormalize) of ``schemes``."""
+    return Selection(MOE_ROUTING, " or ".join(f"{s}-{{name}}-" for s in schemes), schemes)
+
+
 def loading(
     schemes: tuple[str, ...], flavours: tuple[str, ...], path: str = "emulated"
 ) -> Selection:
@@ -121,6 +127,11 @@ def _path(name: str, cls: str, bug: str, *select: Selection, native: bool = Fals
 
 def _moe(name: str, cls: str, bug: str, *select: Selection) -> Canary:
     return Canary(name, bug, "moe_path", f"{M}:{cls}", "control_moe", select)
+
+
+def _router(name: str, cls: str, bug: str) -> Canary:
+    sel = moe_routing(("fp8_per_tensor",))
+    return Canary(name, bug, "moe_path", f"{M}:{cls}", "control_moe_router", (sel,))
 
 
 def _loader(name: str, obj: str, bug: str, *select: Selection) -> Canary:
@@ -289,6 +300,27 @@ CANARIES: tuple[Canary, ...] = (
         "activation precision (SiLU in bf16)",
         moe(("fp8_per_tensor", "w_mxfp4")),
     ),
+    _router("canary_moe_router_ties_high", "RouterTiesToHigher", "MoE routing ties (higher index)"),
+    _router(
+        "canary_moe_router_softmax_after_topk",
+        "RouterSoftmaxAfterTopk",
+        "MoE routing softmax after top-k",
+    ),
+    _router(
+        "canary_moe_router_renorm_ignored",
+        "RouterRenormalizeIgnored",
+        "MoE routing renormalize flag ignored",
+    ),
+    _router(
+        "canary_moe_router_renorm_always",
+        "RouterRenormalizeAlways",
+        "MoE routing renormalized whatever the flag",
+    ),
+    _router(
+        "canary_moe_router_sigmoid_as_softmax",
+        "RouterSigmoidAsSoftmax",
+        "MoE routing sigmoid scored as softmax",
+    ),
 )
 
 # Correct plugins: each must pass every selection of the canaries that name it.
@@ -296,6 +328,7 @@ CONTROLS: dict[str, tuple[str, str]] = {  # name -> (kind, target)
     "control_kernel": ("path", f"{P}:ControlKernelPath"),
     "control_native": ("path", f"{P}:ControlNativePath"),
     "control_moe": ("moe_path", f"{M}:ControlMoEPath"),
+    "control_moe_router": ("moe_path", f"{M}:ControlRouterMoEPath"),
     "control_loader": ("loader", f"{L}:CONTROL_LOADER"),
     "control_measurement": ("mutant", ""),
 }

@@ -265,9 +265,10 @@ class VllmNvfp4EmulationPath(LinearPathBase):
         """``run_nvfp4_emulations``: both operands dequantized in float32 and cast to the
         model dtype (``x_dq.to(output_dtype)``, ``out.to(dtype)``), ``torch.matmul`` in it
         (float32 accumulation, one rounding), then ``out + bias`` in the model dtype: a
-        second rounding to bf16/fp16, of the product first (in float32 the bias add is a
-        term of the sum). Per term, the float32 operands pass through seven roundings
-        from code * s * g: the activation's three (the stored divisor fp32(1 / g), the
+        second rounding to bf16/fp16, the first being of the product before the bias
+        (``roundings_before_bias``; in float32 the bias add is a term of the sum). Per
+        term, the float32 operands pass through seven roundings from code * s * g: the
+        activation's three (the stored divisor fp32(1 / g), the
         quotient ``s / g_inv``, the code's multiply), the weight's four (the divisor
         fp32(1 / g), its inversion on load, ``s * g``, the code's multiply); the bound
         counts two for any path, so five more are declared."""
@@ -276,6 +277,7 @@ class VllmNvfp4EmulationPath(LinearPathBase):
             out_dtype=problem.out_dtype,
             operand_dtype=problem.out_dtype,
             output_roundings=2 if twice else 1,
+            roundings_before_bias=1 if twice else 0,
             extra_term_roundings=OPERAND_ROUNDINGS - LINEAR_SCALE_ROUNDINGS,
         )
 

@@ -399,12 +399,19 @@ class VllmTritonBlockFp8Path(_VllmTritonPath):
     def numerics(self, scheme: Scheme, problem: LinearProblem) -> Numerics:
         """Per K block: float32 dot, two scale multiplies, float32 add; the sum rounded to
         the output dtype in the kernel (two roundings' worth under the interpreter's bf16
-        truncation: triton_platform), then the bias added by torch in the output dtype."""
+        truncation: triton_platform), then the bias added by torch in the output dtype.
+
+        vLLM's step order, declared as a convention, not a finding: its
+        ``Fp8BlockScaledMMLinearKernel.apply_weights`` takes ``apply_block_scaled_mm``'s
+        output, already in the model dtype, and returns ``output + bias``
+        (docs/ENGINE-FINDINGS.md, scripts/vllm_triton/block_fp8_bias_after_rounding.py). The
+        in-kernel roundings therefore err relative to the product, not to the result."""
         in_kernel = kernel_output_roundings(problem.out_dtype)
         return Numerics(
             out_dtype=problem.out_dtype,
             epilogue_roundings=2,
             output_roundings=in_kernel + (1 if problem.bias else 0),
+            roundings_before_bias=in_kernel if problem.bias else 0,
         )
 
     def _run(
