@@ -58,6 +58,8 @@ class Convention:
     # block format, instead of (amax / qmax) / global
     two_level_block: Callable[[torch.Tensor, torch.Tensor, QuantSpec], torch.Tensor] | None = None
     unsigned_zero_codes: bool = False  # an element whose scaled value is +-0 gets code +0
+    # an Inf in a block saturates it (a finite scale, the element max) instead of NaN
+    saturates_inf_block: bool = False
     element_ties: str | None = None  # `encode`'s tie rule for the element codes
 
 
@@ -124,6 +126,12 @@ def two_level_block(
     reference's ``(amax / qmax) / global``)."""
     hooks = [c.two_level_block for c in _active(spec) if c.two_level_block]
     return hooks[-1] if hooks else None
+
+
+def saturates_inf_block(spec: QuantSpec) -> bool:
+    """Whether a convention in effect gives a block holding +-Inf a finite scale and
+    saturated codes instead of the NaN the reference gives it."""
+    return any(c.saturates_inf_block for c in _active(spec))
 
 
 def unsigned_zero_codes(spec: QuantSpec) -> bool:
@@ -345,6 +353,7 @@ register_convention(
         "element max (torchao NVFP4Tensor.to_nvfp4, vLLM nvfp4_emulation_utils)",
         _e4m3_blocks,
         scale=_inf_block_saturates,
+        saturates_inf_block=True,
     )
 )
 

@@ -103,8 +103,12 @@ def reachable_bytes(obj: Any) -> int:
 
 def _throwaway_copy(layer: QuantizedLinear) -> QuantizedLinear:
     """An independent layer with equal tensors, for the warm-up call."""
+    g = layer.weight.global_scale  # a two-level format's per-tensor level (NVFP4)
     weight = QuantizedTensor(
-        layer.weight.codes.clone(), layer.weight.scale.clone(), layer.weight.spec
+        layer.weight.codes.clone(),
+        layer.weight.scale.clone(),
+        layer.weight.spec,
+        None if g is None else g.clone(),
     )
     return QuantizedLinear(
         layer.scheme,

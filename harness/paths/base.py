@@ -90,6 +90,10 @@ class Numerics:
     # kernel that returns the GEMM in the output dtype, then adds the bias there): their
     # error scales with |product|, not with the smaller |product + bias| where they cancel.
     roundings_before_bias: int = 0
+    # linear: float32 roundings each term's operands pass through beyond the two that
+    # applying their scales takes (harness.paths.bounds), e.g. a stored reciprocal scale
+    # inverted on load, or a second operand's own scale multiplies
+    extra_term_roundings: int = 0
 
     def __post_init__(self) -> None:
         if not 0 <= self.roundings_before_bias <= self.output_roundings:
