@@ -315,12 +315,14 @@ CANARIES: tuple[Canary, ...] = (
         "StaticReciprocal",
         "static quantization by rounded reciprocal",
         linear(STATIC),
+        loading_path(STATIC),
     ),
     _path(
         "canary_prefix_amax",
         "PrefixAmax",
         "per-token amax over a prefix of K",
         linear(("fp8_per_channel",)),
+        loading_path(("fp8_per_channel",)),
     ),
     _path(
         "canary_fp16_saturate",
