@@ -28,7 +28,14 @@ from functools import cache
 import torch
 
 from harness.core.formats import encode, get_format, magnitudes
-from harness.core.quantize import expand_scale, quantize, scale_grid, tile_amax, tile_shape
+from harness.core.quantize import (
+    QuantizedTensor,
+    expand_scale,
+    quantize,
+    scale_grid,
+    tile_amax,
+    tile_shape,
+)
 from harness.core.scales import compute_scale
 from harness.core.schemes import QuantSpec
 
@@ -174,9 +181,10 @@ def calibration_amax(scale: float, spec: QuantSpec) -> float:
 
 
 # ------------------------------------------------------------------------ near ties
-def _effective_scale(q: object, spec: QuantSpec, shape: torch.Size) -> torch.Tensor:
-    scale = expand_scale(q.scale.float(), spec, shape)  # type: ignore[attr-defined]
-    g = q.global_scale  # type: ignore[attr-defined]
+def _effective_scale(q: QuantizedTensor, spec: QuantSpec, shape: torch.Size) -> torch.Tensor:
+    """Each element's scale: its tile's, times a two-level format's per-tensor scale."""
+    scale = expand_scale(q.scale.float(), spec, shape)
+    g = q.global_scale
     return scale if g is None else scale * g.float().reshape(())
 
 

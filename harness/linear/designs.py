@@ -157,7 +157,10 @@ def _seeded(scheme_name: str, shape: Shape, base: str) -> Inputs:
     return linear_inputs(scheme_name, shape)
 
 
-def _small_base(name: str, rows: int, cols: int, spec: QuantSpec | None, peak: float) -> Any:
+def _small_base(
+    name: str, rows: int, cols: int, spec: QuantSpec | None, peak: float
+) -> torch.Tensor:
+    """Seeded inputs scaled so their largest magnitude is ``peak``."""
     x = scaled_normal(name, rows, cols, spec)
     return x * (peak / float(x.abs().max()))
 
