@@ -309,6 +309,7 @@ CANARIES: tuple[Canary, ...] = (
         "MxScaleFromBf16Copy",
         "MX scale from a bf16 copy of an fp32 activation",
         linear(("w_mxfp4_a_mxfp4", "w_mxfp8_a_mxfp8")),
+        float32_inputs(("w_mxfp8_a_mxfp8",)),
     ),
     _path(
         "canary_static_reciprocal",
@@ -323,6 +324,7 @@ CANARIES: tuple[Canary, ...] = (
         "per-token amax over a prefix of K",
         linear(("fp8_per_channel",)),
         loading_path(("fp8_per_channel",)),
+        float32_inputs(("fp8_per_channel",)),
     ),
     _path(
         "canary_fp16_saturate",
