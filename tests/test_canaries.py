@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 import torch
 
+from harness.core.inputs import scaled_normal
+from harness.core.schemes import get_scheme
 from harness.linear.cases import load_linear_case
 from harness.loading.cases import checkpoint_from_golden
 from harness.loading.cases import golden_entry as loading_entry
@@ -74,6 +76,20 @@ def test_moe_canary_gives_plausible_numbers(canary: Canary, golden_store: Any) -
     out = _target(canary.target).forward(loaded.layer, loaded.x, routing, detect()).out
     assert bool(torch.isfinite(out).all())
     assert bool((out != 0).any())
+
+
+@pytest.mark.parametrize("canary", _by_kind("quantizer"), ids=lambda c: c.name)
+def test_quantizer_canary_gives_plausible_codes(canary: Canary) -> None:
+    """Same scales and codes as its control on a bf16-valued tensor (its fault needs
+    float32 input bits), finite scales and some non-zero codes."""
+    scheme = get_scheme(canary.select[0].schemes[0])
+    x = scaled_normal("canaries/quantizer", 8, 256, scheme.weight)
+    got = _target(canary.target).quantize(x, scheme.weight)
+    want = _target(CONTROLS[canary.control][1]).quantize(x, scheme.weight)
+    assert torch.equal(got.codes, want.codes)
+    assert torch.equal(got.scale, want.scale)
+    assert bool(torch.isfinite(got.scale).all())
+    assert bool((got.codes != 0).any())
 
 
 @pytest.mark.parametrize("canary", _by_kind("loader"), ids=lambda c: c.name)
