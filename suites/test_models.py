@@ -137,6 +137,20 @@ def selection_refusal(vllm: Vllm, scheme: str, hidden: int) -> str | None:
     return None if kernel else f"vLLM's kernel selection: {why}"
 
 
+def _record_case(record_result: RecordResult, model: str, recipe: str, check: str) -> None:
+    """The case of a model test (harness/report/models_section.py reads these fields: one
+    report row per model x tool x preset, counting its layer tests' outcomes)."""
+    r = RECIPES[recipe]
+    record_result(
+        suite="models",
+        model=model,
+        tool=r.tool,
+        preset=r.preset,
+        scheme=r.scheme,
+        model_check=check,
+    )
+
+
 def _made(model_runs: ModelRuns, model: str, recipe: str) -> ModelRun:
     """The run, or a counted skip when the recipe's tool is installed nowhere."""
     if tool_python(RECIPES[recipe]) is None:
@@ -174,6 +188,7 @@ def test_checkpoint_files(
     record_result: RecordResult,
     record_checks: RecordChecks,
 ) -> None:
+    _record_case(record_result, model, recipe, "checkpoint_files")
     run = _made(model_runs, model, recipe)
     ckpt = run.checkpoint_layer(layer)
     if ckpt is None:
@@ -204,6 +219,7 @@ def test_layer_loading(
     record_result: RecordResult,
     record_checks: RecordChecks,
 ) -> None:
+    _record_case(record_result, model, recipe, "layer_loading")
     run = _run_or_skip(vllm, model_runs, model, recipe)
     captured = run.capture["layers"].get(layer, {})
     record_result(kernel=captured.get("kernel_class"), vllm_scheme=captured.get("scheme_class"))
@@ -220,6 +236,7 @@ def test_layer_output(
     record_result: RecordResult,
     record_checks: RecordChecks,
 ) -> None:
+    _record_case(record_result, model, recipe, "layer_output")
     run = _run_or_skip(vllm, model_runs, model, recipe)
     captured = run.capture["layers"].get(layer, {})
     record_result(kernel=captured.get("kernel_class"))
@@ -245,6 +262,7 @@ def test_model_logits(
     agreement. Checked: finite, and closer to the emulated checkpoint than to the
     unquantized model (a loader that ran the model unquantized, or lost the quantization,
     is not)."""
+    _record_case(record_result, model, recipe, "logits")
     run = _run_or_skip(vllm, model_runs, model, recipe)
     head = run.capture["lm_head"].double()
     got = [h.double() @ head.t() for h in run.capture["hidden"]]
@@ -286,5 +304,6 @@ def test_weight_memory(
     record_result: RecordResult,
     record_checks: RecordChecks,
 ) -> None:
+    _record_case(record_result, model, recipe, "weight_memory")
     run = _run_or_skip(vllm, model_runs, model, recipe)
     record_checks([weight_memory_check(run.ckpt, run.capture)])
