@@ -149,7 +149,7 @@ def model_rows(frame: pd.DataFrame) -> list[ModelRow]:
 
 
 # the suite's per-layer tests (``model_check`` values) whose outcomes a row counts
-LAYER_CHECKS = frozenset({"checkpoint_files", "layer_loading", "layer_output"})
+LAYER_CHECKS = frozenset({"checkpoint_files", "moe_checkpoint", "layer_loading", "layer_output"})
 
 
 # ------------------------------------------------------------------------------ renderings
