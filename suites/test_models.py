@@ -45,6 +45,8 @@ from harness.models.forward import compare_logits, reference_logits
 from harness.models.layers import checkpoint_check
 from harness.models.memory import weight_memory_check
 from harness.models.moe_files import moe_block_checks
+from harness.models.mx_files import LAYOUTS as MX_LAYOUTS
+from harness.models.mx_files import mx_fused_checks
 from harness.models.recipes import RECIPES
 from harness.models.tiny import MODELS, TinyModel
 from harness.paths.dispatch import EMULATE
@@ -227,13 +229,18 @@ def test_checkpoint_files(
 ) -> None:
     _record_case(record_result, model, recipe, "checkpoint_files")
     run = _made(model_runs, model, recipe)
-    ckpt = run.checkpoint_layer(layer)
-    if ckpt is None:
+    modules = layer_modules(run.ckpt).get(layer)
+    if modules is None:
         pytest.fail(f"{run.recipe.name} left {layer} unquantized", pytrace=False)
-    modules = layer_modules(run.ckpt)[layer]
+    t = run.ckpt.tensors
     record_result(
         scheme=run.ckpt.scheme.name,
         stored_dtypes={m: run.ckpt.stored_dtypes(m) for m in modules},
+        global_scales={
+            m: float(t[f"{m}.weight_global_scale"])
+            for m in modules
+            if f"{m}.weight_global_scale" in t
+        },
     )
     scheme_matches = (
         passed("scheme_is_recipe")
@@ -243,7 +250,14 @@ def test_checkpoint_files(
             f"config says {run.ckpt.scheme.name}, {run.recipe.name} makes {run.recipe.scheme}",
         )
     )
-    record_checks([scheme_matches, checkpoint_check(ckpt)])
+    layout = MX_LAYOUTS.get((run.ckpt.method, run.ckpt.scheme.name))
+    if layout is None:  # FP8: the loading suite's validators
+        ckpt = run.checkpoint_layer(layer)
+        assert ckpt is not None  # the layer has quantized modules (above)
+        files = [checkpoint_check(ckpt)]
+    else:  # packed FP4 / MX layouts (harness/models/mx_files.py)
+        files = mx_fused_checks(t, modules, layout, run.float_tensors())
+    record_checks([scheme_matches, *files])
 
 
 @pytest.mark.parametrize(("model", "recipe", "block"), MOE_CASES)

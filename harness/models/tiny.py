@@ -97,13 +97,14 @@ class TinyModel:
         return bool(self.config.get("attention_bias") or self.config.get("mlp_bias"))
 
 
+FP8_RECIPES = ("llmcompressor:FP8_DYNAMIC", "llmcompressor:FP8", "llmcompressor:FP8_BLOCK")
 MODELS: dict[str, TinyModel] = {
     m.name: m
     for m in (
         TinyModel(
             "llama_tiny",
             {**COMMON, "architectures": ["LlamaForCausalLM"], "model_type": "llama"},
-            "dense Llama: fused qkv and gate-up shards, no bias",
+            "dense Llama: fused qkv and gate-up shards, no bias (every recipe)",
         ),
         TinyModel(
             "llama_tiny_bias",
@@ -114,6 +115,7 @@ MODELS: dict[str, TinyModel] = {
                 "attention_bias": True,
             },
             "dense Llama with q/k/v/o biases (the dropped-bias class)",
+            recipes=FP8_RECIPES,
         ),
         TinyModel(
             "mixtral_tiny",
