@@ -98,7 +98,7 @@ def _layout_checks(
     s = tensors.get(f"{module}.weight_scale")
     want_s = ((n, k // layout.group), SCALE_DTYPES[layout.scale])
     got_s = None if s is None else (tuple(s.shape), s.dtype)
-    if got_s != want_s:
+    if s is None or got_s != want_s:
         results.append(failed("scale_layout", f"weight_scale: {got_s}, expected {want_s}"))
     elif layout.scale == "e8m0" and bool((s.view(torch.uint8) == E8M0_NAN).any()):
         results.append(failed("scale_layout", "weight_scale holds the E8M0 NaN code"))

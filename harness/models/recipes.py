@@ -108,7 +108,11 @@ def _quark(model: TinyModel, recipe: Recipe, src: Path, dst: Path) -> None:
     template = LLMTemplate.get(str(model.config["model_type"]))
     config = template.get_config(scheme=recipe.preset, exclude_layers=["lm_head"])
     tokens = torch.tensor(calibration_tokens(model))
-    calibration = torch.utils.data.DataLoader(tokens, batch_size=4)
+    # a tensor is indexable by row, as a Dataset: batches of 4 sequences
+    calibration: torch.utils.data.DataLoader[torch.Tensor] = torch.utils.data.DataLoader(
+        tokens,  # type: ignore[arg-type]
+        batch_size=4,
+    )
     quantized = ModelQuantizer(config).quantize_model(net, calibration)
     with torch.no_grad():
         export_safetensors(quantized, dst)
