@@ -23,6 +23,7 @@ from harness.report.identity import (
     shared_key_notes,
 )
 from harness.report.matrix import Cell, build_matrix
+from harness.report.models_section import model_regressions
 from harness.report.plain import column_values, plain_rows, plain_text
 from harness.report.regress import BAD, Regression, find_regressions
 from harness.report.runs import LoadedRun, load_run, load_runs, rows_between
@@ -195,6 +196,7 @@ def build_report(
         notes += baseline_notes(platform, run.frame, str(baselines[platform]), old)
         earlier = index.earlier(platform, run)
         regressions += find_regressions(run.frame, old, earlier)
+        regressions += model_regressions(run.frame, old, earlier)
 
     span_of = {id(r): span for r, span in zip(loaded, given.spans, strict=True)}
     picked = [np.arange(*span_of[id(r)]) for r in current.values()]

@@ -15,6 +15,8 @@ from typing import Any
 import pandas as pd
 
 from harness.report.escape import md_inline, one_line
+from harness.report.frame import records_frame
+from harness.report.models_section import model_regressions, model_rows, models_text
 from harness.report.plain import plain_rows, plain_text
 from harness.report.regress import PEAK_GROWTH, SQNR_DROP_DB, Regression, find_regressions
 from harness.report.results import read_results
@@ -67,7 +69,8 @@ def _legacy_line(r: Regression) -> str:
 def regressions(results: Path | str, baseline: Path | str) -> list[str]:
     """Regressions of ``results`` against ``baseline`` (rules: `harness.report.regress`)."""
     new, old = load_run(Path(results)), load_run(Path(baseline))
-    return [one_line(_legacy_line(r), 2000) for r in find_regressions(new.frame, old.frame)]
+    found = find_regressions(new.frame, old.frame) + model_regressions(new.frame, old.frame)
+    return [one_line(_legacy_line(r), 2000) for r in found]
 
 
 MOE_SQNR_NOTE = (
@@ -138,6 +141,7 @@ def render_report(
     if len(bad) > max_rows:
         lines.append(f"- ... and {len(bad) - max_rows} more")
     lines += _sqnr_sections(df)
+    lines += models_text(model_rows(records_frame(doc, Path(results).stem)))
     peaks = df.dropna(subset=["peak_bytes"])
     if not peaks.empty:
         lines += ["", "## Largest peak memory per scheme and path (bytes)", ""]
