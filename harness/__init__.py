@@ -69,6 +69,11 @@ _EXPORTS: dict[str, str] = {
     "ANY_PLATFORM": "harness.paths.dispatch",
     "choose": "harness.paths.dispatch",
     "dispatch_problems": "harness.paths.dispatch",
+    # the operands a path feeds its kernel (optional capability, checked bit for bit)
+    "QuantizedOperands": "harness.paths.operands",
+    "ExposesOperands": "harness.paths.operands",
+    "expected_operands": "harness.linear.operands",
+    "operand_checks": "harness.linear.operands",
     # checking one's own kernel against the goldens (docs/OWN-KERNEL.md)
     "get_path": "harness.linear.paths",
     "linear_paths": "harness.linear.paths",
@@ -133,6 +138,7 @@ __all__ = [
     "WHOLE",
     "DispatchRow",
     "DispatchTable",
+    "ExposesOperands",
     "FindingCase",
     "KernelContract",
     "KnownFinding",
@@ -154,6 +160,7 @@ __all__ = [
     "QHarnessError",
     "QuantSpec",
     "QuantizedLinear",
+    "QuantizedOperands",
     "QuantizedTensor",
     "Quantizer",
     "Routing",
@@ -173,6 +180,7 @@ __all__ = [
     "e8m0_decode",
     "e8m0_encode",
     "encode",
+    "expected_operands",
     "expected_output",
     "get_path",
     "get_scale_format",
@@ -183,6 +191,7 @@ __all__ = [
     "merge_input_scales",
     "mx_spec",
     "normalize_to_platform_fp8",
+    "operand_checks",
     "pack_fp4",
     "platform_key",
     "quantize",
@@ -241,6 +250,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from harness.errors import QHarnessError
     from harness.linear.cases import load_linear_case
     from harness.linear.checks import expected_output, linear_checks
+    from harness.linear.operands import expected_operands, operand_checks
     from harness.linear.paths import get_path, linear_paths
     from harness.loading.loaders import Loader
     from harness.loading.transforms import (
@@ -292,6 +302,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
         dispatch_problems,
     )
     from harness.paths.findings import FindingCase, KnownFinding
+    from harness.paths.operands import ExposesOperands, QuantizedOperands
     from harness.platform.info import PlatformInfo, detect_platform, platform_key
     from harness.quantizers.base import Quantizer
     from harness.registry import PluginError

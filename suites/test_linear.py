@@ -14,13 +14,17 @@ from harness.core.quantize import QuantizedLinear, quantize, quantize_activation
 from harness.core.schemes import get_scheme
 from harness.linear.cases import (
     LinearCase,
+    OperandCase,
     QuantizeCase,
     linear_cases,
     load_linear_case,
+    operand_cases,
     quantize_cases,
 )
 from harness.linear.checks import expected_output, linear_checks
 from harness.linear.designs import DESIGNS_BY_NAME, DesignCase, design_case, design_cases
+from harness.linear.operand_designs import DesignedCase, designed_cases
+from harness.linear.operands import expected_operands, operand_checks
 from harness.linear.paths import get_path, linear_paths
 from harness.linear.repro import linear_bundle_tensors
 from harness.paths.base import (
@@ -31,6 +35,7 @@ from harness.paths.base import (
     path_conventions,
 )
 from harness.paths.findings import known_finding
+from harness.paths.operands import QuantizedOperands, exposes_operands, path_operands
 from harness.platform.info import PlatformInfo
 from harness.plugin import (
     MeasureMemory,
@@ -179,3 +184,99 @@ def test_linear_design(
         linear_checks(y, y_emulated, expected, case.path),
         known_finding=known_finding(path, case.finding_case()),
     )
+
+
+def _model_dtype(path: object, case: OperandCase | DesignedCase) -> torch.dtype | None:
+    """The dtype the path hands its engine the activation in, where it declares that it
+    does so (`activation_in_model_dtype`): the output dtype; else None (as given)."""
+    return case.problem.out_dtype if activation_in_model_dtype(path) else None
+
+
+def _on_cpu(operands: QuantizedOperands) -> QuantizedOperands:
+    act = None if operands.activation is None else operands.activation.to("cpu")
+    return QuantizedOperands(act, operands.weight.to("cpu"))
+
+
+@pytest.mark.parametrize("case", list(operand_cases()), ids=lambda c: c.id)
+def test_linear_operands(
+    case: OperandCase,
+    golden_store: GoldenStore,
+    qh_platform: PlatformInfo,
+    record_checks: RecordChecks,
+    record_result: RecordResult,
+) -> None:
+    """For paths that show the operands they feed their kernel: the activation's and the
+    weight's codes and scales bit for bit against the reference quantizer
+    (`harness.linear.operands.OPERAND_CHECKS`), under the path's declared conventions."""
+    scheme = get_scheme(case.scheme)
+    path = get_path(case.path)
+    support = path.supports(scheme, case.problem, qh_platform)
+    if not support.ok:
+        pytest.skip(support.reason)
+    data = load_golden(golden_store, f"linear/{case.scheme}")
+    loaded = load_linear_case(data, case.scheme, case.shape, bias=False)
+    device = qh_platform.torch_device
+    finding = known_finding(path, case.finding_case())
+    try:
+        got = path_operands(
+            path, loaded.layer.to(device), loaded.x.to(device), case.problem.out_dtype
+        )
+    except Exception as exc:
+        if finding is not None:
+            xfail_known(record_result, finding, f"{type(exc).__name__}: {exc}")
+        pytest.fail(
+            f"path {case.path!r} raised showing operands of {case.id}: {type(exc).__name__}: {exc}",
+            pytrace=False,
+        )
+    conventions = path_conventions(path)
+    if conventions:
+        record_result(conventions=sorted(conventions))
+    want = expected_operands(loaded.layer, loaded.x, conventions, _model_dtype(path, case))
+    record_checks(operand_checks(_on_cpu(got), want, case.path), known_finding=finding)
+
+
+@pytest.mark.parametrize("case", list(designed_cases(list(linear_paths()))), ids=lambda c: c.id)
+def test_linear_designed(
+    case: DesignedCase,
+    qh_platform: PlatformInfo,
+    record_checks: RecordChecks,
+    record_result: RecordResult,
+) -> None:
+    """Designed inputs where one small quantized value alone decides outputs
+    (`harness.linear.operand_designs`): every output check of `test_linear` and, for paths that
+    show their operands, every operand check."""
+    scheme = get_scheme(case.scheme)
+    path = get_path(case.path)
+    support = path.supports(scheme, case.problem, qh_platform)
+    if not support.ok:
+        pytest.skip(support.reason)
+    design = case.build()
+    assert design.holds == "", (
+        f"design {case.design} does not hold for {case.scheme}: {design.holds}"
+    )
+    loaded = design.loaded()
+    device = qh_platform.torch_device
+    layer, x = loaded.layer.to(device), loaded.x.to(device)
+    out_dtype = case.problem.out_dtype
+    finding = known_finding(path, case.finding_case())
+    try:
+        y = path.forward(layer, x, out_dtype).cpu()
+        got = path_operands(path, layer, x, out_dtype) if exposes_operands(path) else None
+    except Exception as exc:
+        if finding is not None:
+            xfail_known(record_result, finding, f"{type(exc).__name__}: {exc}")
+        pytest.fail(
+            f"path {case.path!r} raised on {case.id}: {type(exc).__name__}: {exc}", pytrace=False
+        )
+    conventions = path_conventions(path)
+    y_emulated = None
+    if not is_reference(path):
+        same = layer_under_conventions(layer, conventions)
+        y_emulated = get_path("emulated").forward(same, x, out_dtype).cpu()
+    numerics = linear_numerics(path, scheme, case.problem)
+    expected = expected_output(loaded, scheme, False, numerics, conventions)
+    checks = linear_checks(y, y_emulated, expected, case.path)
+    if got is not None:
+        want = expected_operands(loaded.layer, loaded.x, conventions, _model_dtype(path, case))
+        checks += operand_checks(_on_cpu(got), want, case.path)
+    record_checks(checks, known_finding=finding)

@@ -34,6 +34,7 @@ from harness.core.schemes import SCHEMES, get_scheme
 from harness.linear.paths import linear_paths
 from harness.paths import LinearProblem
 from harness.paths.findings import FindingCase
+from harness.paths.operands import exposes_operands
 from harness.store.golden import GoldenData, regenerated, register_each, tensor_digest
 
 # M x N x K. M=1 is the decode case; 37 is not a multiple of 16. The first three have K a
@@ -118,6 +119,50 @@ def linear_cases() -> Iterator[LinearCase]:
                 for bias in (True, False):
                     for out_dtype in OUT_DTYPES:
                         yield LinearCase(scheme, path, shape, bias, out_dtype)
+
+
+@dataclass(frozen=True)
+class OperandCase:
+    """One call whose quantized operands a path shows (`harness.paths.operands`): no bias
+    (it is no operand); the output dtype stays, since a path may cast its activation to it."""
+
+    scheme: str
+    path: str
+    shape: tuple[int, int, int]
+    out_dtype: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.scheme}-{self.path}-{shape_id(self.shape)}-{self.out_dtype}"
+
+    @property
+    def problem(self) -> LinearProblem:
+        m, n, k = self.shape
+        return LinearProblem(m, n, k, False, OUT_DTYPES[self.out_dtype])
+
+    def record_fields(self) -> dict[str, Any]:
+        return {
+            "suite": "linear_operands",
+            "scheme": self.scheme,
+            "path": self.path,
+            "shape": shape_id(self.shape),
+            "out_dtype": self.out_dtype,
+        }
+
+    def finding_case(self) -> FindingCase:
+        """A linear case: an engine's linear findings cover its operands too."""
+        return FindingCase("linear", self.scheme, self.problem, id=self.id)
+
+
+def operand_cases() -> Iterator[OperandCase]:
+    """Every scheme x shape x output dtype, for the paths that show their operands only:
+    the check does not apply to the others, so they get no case (not a skip per case)."""
+    showing = [name for name, path in linear_paths().items() if exposes_operands(path)]
+    for scheme in sorted(SCHEMES):
+        for path in showing:
+            for shape in LINEAR_SHAPES:
+                for out_dtype in OUT_DTYPES:
+                    yield OperandCase(scheme, path, shape, out_dtype)
 
 
 @dataclass(frozen=True)

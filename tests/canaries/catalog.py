@@ -129,8 +129,15 @@ L = "tests.canaries.loaders"
 Q = "tests.canaries.quantizers"
 
 
-def _path(name: str, cls: str, bug: str, *select: Selection, native: bool = False) -> Canary:
-    control = "control_native" if native else "control_kernel"
+def _path(
+    name: str,
+    cls: str,
+    bug: str,
+    *select: Selection,
+    native: bool = False,
+    control: str = "control_kernel",
+) -> Canary:
+    control = "control_native" if native else control
     return Canary(name, bug, "path", f"{P}:{cls}", control, select)
 
 
@@ -160,6 +167,10 @@ FNUZ = ("e4m3fnuz",)
 STATIC = ("fp8_per_tensor", "fp8_w_per_channel_a_static")
 MX = ("w_mxfp4_a_mxfp4", "w_mxfp8_a_mxfp8")
 MXFP4 = ("w_mxfp4", "w_mxfp4_a_mxfp4")
+# Dynamic activation scales (the flushed subnormals are too small to move an output) and
+# weights with several scale blocks per row (one block's scale can be off alone).
+DYNAMIC = ("fp8_per_channel", "fp8_per_block", "w_mxfp8_a_mxfp8")
+MULTI_BLOCK = ("w_mxfp8_a_mxfp8", "fp8_per_block", "w_mxfp4_a_mxfp4")
 
 CANARIES: tuple[Canary, ...] = (
     # ---- seed bugs
@@ -289,6 +300,20 @@ CANARIES: tuple[Canary, ...] = (
         loading(STATIC, FNUZ),
     ),
     _loader("canary_loader_0x80", "FNUZ_0X80", "fnuz 0x80 code", loading(STATIC, FNUZ)),
+    _path(
+        "canary_shown_subnormal_ftz",
+        "ShownSubnormalFlush",
+        "shown operands: subnormal flush-to-zero",
+        linear(DYNAMIC),
+        control="control_operands",
+    ),
+    _path(
+        "canary_weight_scale_binade",
+        "WeightScaleBinade",
+        "one weight block scale a binade off",
+        linear(MULTI_BLOCK),
+        control="control_operands",
+    ),
     _moe(
         "canary_moe_routing_order",
         "RoutingSlotOrder",
@@ -394,6 +419,7 @@ CANARIES: tuple[Canary, ...] = (
 CONTROLS: dict[str, tuple[str, str]] = {  # name -> (kind, target)
     "control_kernel": ("path", f"{P}:ControlKernelPath"),
     "control_native": ("path", f"{P}:ControlNativePath"),
+    "control_operands": ("path", f"{P}:ControlOperandsPath"),
     "control_moe": ("moe_path", f"{M}:ControlMoEPath"),
     "control_moe_router": ("moe_path", f"{M}:ControlRouterMoEPath"),
     "control_loader": ("loader", f"{L}:CONTROL_LOADER"),

@@ -24,7 +24,9 @@ from harness.core.quantize import (
 from harness.core.scales import compute_scale
 from harness.core.schemes import Scheme, mx_spec
 from harness.linear.paths.native import NativeScaledMMPath
+from harness.ops.matmul import full_fp32_matmul
 from harness.paths.base import LinearProblem, Support
+from harness.paths.operands import QuantizedOperands
 from harness.platform.info import PlatformInfo
 from tests.canaries.common import (
     KernelModelPath,
@@ -45,6 +47,29 @@ class ControlNativePath(NativeScaledMMPath):
     """Correct: the built-in native path under another name."""
 
     name = "control_native"
+
+
+class ControlOperandsPath(KernelModelPath):
+    """Correct: a kernel model that shows its operands (`harness.paths.operands`) and
+    multiplies exactly what it shows (dequantized in float32, one rounding)."""
+
+    name = "control_operands"
+
+    def quantized_operands(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
+    ) -> QuantizedOperands:
+        xq = quantize_activation(x, layer.scheme, layer.input_scale)
+        return QuantizedOperands(xq, layer.weight)
+
+    def forward(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
+    ) -> torch.Tensor:
+        operands = self.quantized_operands(layer, x, out_dtype)
+        xq = operands.activation
+        a = x.float() if xq is None else xq.dequantize()
+        with full_fp32_matmul():
+            y = a @ operands.weight.dequantize().t()
+        return self.epilogue(y, layer.bias, out_dtype)
 
 
 def _activation_with(x: torch.Tensor, layer: QuantizedLinear, **parts: object) -> torch.Tensor:
@@ -295,6 +320,57 @@ class Fp4DecodeTable(ControlKernelPath):
         return dequantize_with(layer.weight, decode_fn=_decode_e2m1_wrong_subnormal)
 
 
+# ------------------------------------------------ operand faults no output need show
+def _flush_subnormal_codes(q: QuantizedTensor) -> QuantizedTensor:
+    """``q`` with every subnormal element code replaced by +0 (code 0, zero in every
+    format, fnuz included)."""
+    fmt = get_format(q.spec.format)
+    magnitude = decode(q.codes, q.spec.format).abs()
+    subnormal = (magnitude > 0) & (magnitude < fmt.min_normal)
+    codes = torch.where(subnormal, torch.zeros_like(q.codes), q.codes)
+    return dataclasses.replace(q, codes=codes)
+
+
+class ShownSubnormalFlush(ControlOperandsPath):
+    """Subnormal flush-to-zero: activation codes that are subnormals of the element format
+    become +0 (a kernel whose conversion flushes denormals), under dynamic scales too,
+    where the flushed values are far too small to move an output."""
+
+    name = "canary_shown_subnormal_ftz"
+
+    def quantized_operands(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
+    ) -> QuantizedOperands:
+        shown = super().quantized_operands(layer, x, out_dtype)
+        act = shown.activation
+        return dataclasses.replace(
+            shown, activation=None if act is None else _flush_subnormal_codes(act)
+        )
+
+
+def _one_scale_a_binade_up(q: QuantizedTensor) -> QuantizedTensor:
+    """``q`` with the first of its smallest block scales doubled: the block that matters
+    least next to its row's largest, where a binade off moves the outputs least."""
+    flat = q.scale.float().reshape(-1).clone()
+    finite = torch.where(torch.isfinite(flat), flat, torch.full_like(flat, torch.inf))
+    flat[int(torch.argmin(finite))] *= 2  # exact: a power of two
+    return dataclasses.replace(q, scale=flat.reshape(q.scale.shape))
+
+
+class WeightScaleBinade(ControlOperandsPath):
+    """A weight scale one binade off in one block: the layout step that hands the kernel
+    its weight scales doubles one (the smallest, under a far larger row maximum), so the
+    output moves by that block's share only."""
+
+    name = "canary_weight_scale_binade"
+
+    def quantized_operands(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
+    ) -> QuantizedOperands:
+        shown = super().quantized_operands(layer, x, out_dtype)
+        return dataclasses.replace(shown, weight=_one_scale_a_binade_up(shown.weight))
+
+
 # ---------------------------------------------------------- accumulation and output
 class Bf16Accumulation(ControlKernelPath):
     """Accumulation precision: partial sums of 32-wide K chunks accumulate in bf16."""
@@ -461,6 +537,7 @@ __all__ = [
     "Clamp240",
     "ControlKernelPath",
     "ControlNativePath",
+    "ControlOperandsPath",
     "Fp4DecodeTable",
     "Fp4NibbleOrder",
     "MxScaleFromBf16Copy",
@@ -475,10 +552,12 @@ __all__ = [
     "SaturatingFp16",
     "ScaleInBf16",
     "ScaleRoundingRceil",
+    "ShownSubnormalFlush",
     "SpecialValuesFlushed",
     "StaticReciprocal",
     "StaticScaleIgnored",
     "SubnormalFlushToZero",
     "TiesAway",
     "TransposedScaleGrid",
+    "WeightScaleBinade",
 ]

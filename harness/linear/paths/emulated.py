@@ -8,6 +8,7 @@ from harness.core.quantize import QuantizedLinear, quantize_activation
 from harness.core.schemes import Scheme
 from harness.ops.matmul import full_fp32_matmul
 from harness.paths.base import LinearPathBase, LinearProblem, Numerics, Support
+from harness.paths.operands import QuantizedOperands
 from harness.platform.info import PlatformInfo
 
 
@@ -24,11 +25,21 @@ class EmulatedPath(LinearPathBase):
     def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
         return Support.yes()
 
+    def quantized_operands(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
+    ) -> QuantizedOperands:
+        """The activation as the harness's quantizer (fast codecs) makes it, the loaded
+        weight: what `forward` dequantizes and multiplies."""
+        return QuantizedOperands(
+            quantize_activation(x, layer.scheme, layer.input_scale), layer.weight
+        )
+
     def forward(
         self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
     ) -> torch.Tensor:
-        w = layer.weight.dequantize()
-        xq = quantize_activation(x, layer.scheme, layer.input_scale)
+        operands = self.quantized_operands(layer, x, out_dtype)
+        w = operands.weight.dequantize()
+        xq = operands.activation
         a = x.float() if xq is None else xq.dequantize()
         with full_fp32_matmul():
             y = a @ w.t()

@@ -46,6 +46,7 @@ from harness.paths.dispatch import (
     dispatch_problems,
     native_decisions,
 )
+from harness.paths.operands import QuantizedOperands
 from harness.platform import capabilities
 from harness.platform.info import PlatformInfo, platform_key
 from harness.platform.simulate import not_the_simulated_arch
@@ -364,7 +365,16 @@ class NativeScaledMMPath(LinearPathBase):
         accepted = mode.accepts(layer.scheme)
         if not accepted.ok:
             raise ValueError(f"{mode.name} cannot run {layer.scheme.name}: {accepted.reason}")
-        xq = quantize_activation(x, layer.scheme, layer.input_scale)
-        if xq is None:
+        operands = self.quantized_operands(layer, x, out_dtype)
+        if operands.activation is None:
             raise ValueError(f"{layer.scheme.name}: native scaled mm needs quantized activations")
-        return mode.forward(xq, layer.weight, layer.bias, out_dtype)
+        return mode.forward(operands.activation, operands.weight, layer.bias, out_dtype)
+
+    def quantized_operands(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
+    ) -> QuantizedOperands:
+        """What `forward` hands its kernel mode: the activation from the harness's quantizer,
+        the loaded weight (the mode puts both into its kernel's layout)."""
+        return QuantizedOperands(
+            quantize_activation(x, layer.scheme, layer.input_scale), layer.weight
+        )

@@ -26,7 +26,10 @@ import torch
 import torch.nn.functional as F
 from torchao.float8.inference import Float8MMConfig
 from torchao.quantization.granularity import PerRow
-from torchao.quantization.quantize_.common import KernelPreference
+from torchao.quantization.quantize_.common import (
+    KernelPreference,
+    _choose_quant_func_and_quantize_tensor,
+)
 from torchao.quantization.quantize_.workflows.float8.float8_tensor import (
     Float8Tensor,
     QuantizeTensorToFloat8Kwargs,
@@ -46,6 +49,9 @@ from harness import (
     OperandContract,
     PlatformInfo,
     QuantizedLinear,
+    QuantizedOperands,
+    QuantizedTensor,
+    QuantSpec,
     Scheme,
     Support,
     choose,
@@ -159,3 +165,24 @@ class TorchaoFloat8LinearPath(LinearPathBase):
         weight = float8_weight(layer, out_dtype)
         bias = None if layer.bias is None else layer.bias.to(out_dtype)
         return F.linear(x.to(out_dtype), weight, bias)
+
+    def quantized_operands(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
+    ) -> QuantizedOperands:
+        """The `Float8Tensor` weight `forward` builds, and the activation torchao's float8
+        linear makes of `forward`'s input (`_choose_quant_func_and_quantize_tensor` with the
+        weight's `act_quant_kwargs`, as its linear calls it), both read back: float8 bytes as
+        codes, per-row float32 scales as [rows, 1]."""
+        act = layer.scheme.activation
+        if act is None:
+            raise ValueError(f"{self.name}: {layer.scheme.name} has no activation quantization")
+        weight = float8_weight(layer, out_dtype)
+        a = _choose_quant_func_and_quantize_tensor(x.to(out_dtype), weight.act_quant_kwargs)
+
+        def back(t: Float8Tensor, spec: QuantSpec) -> QuantizedTensor:
+            rows = t.qdata.shape[0]
+            return QuantizedTensor(
+                t.qdata.view(torch.uint8), t.scale.float().reshape(rows, 1), spec
+            )
+
+        return QuantizedOperands(back(a, act), back(weight, layer.weight.spec))

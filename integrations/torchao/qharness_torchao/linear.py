@@ -26,7 +26,11 @@ from functools import cache
 import torch
 import torch.nn.functional as F
 from torchao.prototype.mx_formats.mx_tensor import MXTensor, QuantizeTensorToMXKwargs
-from torchao.prototype.mx_formats.utils import hp_data_dims_to_swizzled_scale_dims_mx, to_blocked
+from torchao.prototype.mx_formats.utils import (
+    from_blocked,
+    hp_data_dims_to_swizzled_scale_dims_mx,
+    to_blocked,
+)
 from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerRow, quantize_
 from torchao.quantization.quantize_.common import KernelPreference
 
@@ -43,18 +47,20 @@ from harness import (
     Numerics,
     PlatformInfo,
     QuantizedLinear,
+    QuantizedOperands,
     QuantizedTensor,
     QuantSpec,
     Scheme,
     Support,
     choose,
     dispatch_problems,
+    e8m0_decode,
     e8m0_encode,
     pack_fp4,
     platform_key,
 )
 from qharness_torchao import ENGINE
-from qharness_torchao.quantizer import ELEMENT_DTYPES, MODES
+from qharness_torchao.quantizer import ELEMENT_DTYPES, MODES, to_harness_codes
 
 # The schemes torchao's MX linear runs: MX weight and MX activation (1x32 E8M0 scales,
 # element dtypes torchao has, its scale modes). Not here, with the reason supports() gives:
@@ -188,6 +194,28 @@ def mx_weight(weight: QuantizedTensor, dtype: torch.dtype, act: QuantSpec) -> MX
     )
 
 
+def mx_activation(x: torch.Tensor, weight: MXTensor) -> MXTensor:
+    """The activation as torchao's MX matmul quantizes it (`_addmm_mx_dispatch`: `to_mx`
+    with the weight's `act_quant_kwargs`, argument for argument)."""
+    k = weight.act_quant_kwargs
+    return MXTensor.to_mx(
+        x, k.elem_dtype, k.block_size, k.scaling_mode, k.kernel_preference, k.is_swizzled_scales
+    )
+
+
+def harness_operand(t: MXTensor, spec: QuantSpec) -> QuantizedTensor:
+    """An `MXTensor` [rows, K] back in the harness's layout: one code per element (FP4
+    unpacked low nibble first), E8M0 scale bytes unswizzled (torchao's `from_blocked`)
+    and decoded to float32."""
+    rows = t.qdata.shape[0]
+    cols = t.qdata.shape[1] * (2 if spec.format == "e2m1" else 1)
+    codes = to_harness_codes(t.qdata, spec.format, torch.Size((rows, cols)))
+    raw = t.scale.view(torch.uint8)
+    if t.is_swizzled_scales:
+        raw = from_blocked(raw.flatten(), rows, cols // MX_BLOCK)
+    return QuantizedTensor(codes, e8m0_decode(raw.reshape(rows, cols // MX_BLOCK)), spec)
+
+
 class TorchaoMXLinearPath(LinearPathBase):
     """``F.linear`` on torchao MXTensors (emulated kernel), CPU or any device."""
 
@@ -235,3 +263,17 @@ class TorchaoMXLinearPath(LinearPathBase):
         weight = mx_weight(layer.weight, out_dtype, act)
         bias = None if layer.bias is None else layer.bias.to(out_dtype)
         return F.linear(x.to(out_dtype).contiguous(), weight, bias)
+
+    def quantized_operands(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
+    ) -> QuantizedOperands:
+        """The weight `MXTensor` `forward` builds and the activation torchao's MX matmul
+        makes of `forward`'s input (`mx_activation`), both read back (`harness_operand`)."""
+        act = layer.scheme.activation
+        if act is None:
+            raise ValueError(f"{self.name}: {layer.scheme.name} has no activation quantization")
+        weight = mx_weight(layer.weight, out_dtype, act)
+        a = mx_activation(x.to(out_dtype).contiguous(), weight)
+        return QuantizedOperands(
+            harness_operand(a, act), harness_operand(weight, layer.weight.spec)
+        )

@@ -36,6 +36,7 @@ from harness import (
     Numerics,
     PlatformInfo,
     QuantizedLinear,
+    QuantizedOperands,
     QuantizedTensor,
     QuantSpec,
     Scheme,
@@ -165,3 +166,15 @@ class TorchaoNVFP4LinearPath(LinearPathBase):
         weight = nvfp4_weight(layer.weight, out_dtype)
         bias = None if layer.bias is None else layer.bias.to(out_dtype)
         return F.linear(x.to(out_dtype).contiguous(), weight, bias)
+
+    def quantized_operands(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
+    ) -> QuantizedOperands:
+        """Weight-only: no quantized activation; the `NVFP4Tensor` weight `forward` builds,
+        read back (FP4 unpacked, E4M3 block-scale bytes decoded, the per-tensor scale)."""
+        w = nvfp4_weight(layer.weight, out_dtype)
+        n, k = layer.weight.codes.shape
+        codes = unpack_fp4(w.qdata.view(torch.uint8)).reshape(n, k)
+        blocks = w.scale.view(torch.float8_e4m3fn).float().reshape(n, k // NVFP4_BLOCK)
+        glob = None if w.per_tensor_scale is None else w.per_tensor_scale.float().reshape(1, 1)
+        return QuantizedOperands(None, QuantizedTensor(codes, blocks, layer.weight.spec, glob))

@@ -73,6 +73,9 @@ from harness import (
     Numerics,
     PlatformInfo,
     QuantizedLinear,
+    QuantizedOperands,
+    QuantizedTensor,
+    QuantSpec,
     Scheme,
     Support,
     choose,
@@ -416,6 +419,41 @@ def _k_not_multiple_of_32(case: FindingCase) -> bool:
     return case.problem is not None and case.problem.k % 32 != 0
 
 
+def _read_back(
+    data: torch.Tensor, scale: torch.Tensor, rows: int, spec: QuantSpec
+) -> QuantizedTensor:
+    """An FP8 operand [rows(+padding), K] and its scale as the kernel got them, in the
+    harness's layout: the first ``rows`` rows' bytes as codes, the scale as [1, 1]
+    (per-tensor) or [rows, 1] (per-row)."""
+    s = scale.float().reshape(-1)
+    grid = s.reshape(1, 1) if s.numel() == 1 else s[:rows].reshape(rows, 1)
+    return QuantizedTensor(data[:rows].contiguous().view(torch.uint8), grid, spec)
+
+
+def kernel_operands(
+    layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
+) -> dict[str, Any]:
+    """The arguments vLLM's selected kernel passes its GEMM (``apply_scaled_mm``: A, B,
+    As, Bs) on a call as `VllmFp8LinearPath.forward` makes it, recorded on the way in; the
+    GEMM then runs as usual (its error, if any, is raised)."""
+    seen: dict[str, Any] = {}
+    with vllm_config(out_dtype):
+        vs, module = build_layer(layer, out_dtype)
+        kernel = vs.fp8_linear
+        gemm = kernel.apply_scaled_mm
+
+        def record(**arguments: Any) -> torch.Tensor:
+            seen.update(arguments)
+            return gemm(**arguments)
+
+        kernel.apply_scaled_mm = record
+        try:
+            vs.apply_weights(module, x.to(out_dtype), None)
+        finally:
+            del kernel.apply_scaled_mm
+    return seen
+
+
 class VllmFp8LinearPath(LinearPathBase):
     """vLLM's compressed-tensors FP8 linear scheme and the CPU kernel vLLM selects."""
 
@@ -508,3 +546,21 @@ class VllmFp8LinearPath(LinearPathBase):
             # their output dtype from it and accept only bf16/fp16 activations).
             bias = None if layer.bias is None else layer.bias.to(out_dtype)
             return vs.apply_weights(module, x.to(out_dtype), bias)
+
+    def quantized_operands(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
+    ) -> QuantizedOperands:
+        """What vLLM's torch kernel hands ``torch._scaled_mm`` (`kernel_operands`): the
+        activation its `QuantFP8` made (token padding dropped) and the processed weight
+        (held [K, N]; read back as [N, K])."""
+        act = layer.scheme.activation
+        if act is None:
+            raise ValueError(f"{self.name}: {layer.scheme.name} has no activation quantization")
+        seen = kernel_operands(layer, x, out_dtype)
+        if not seen:
+            raise ValueError(f"{self.name}: vLLM's kernel here does not call apply_scaled_mm")
+        n = layer.weight.codes.shape[0]
+        return QuantizedOperands(
+            _read_back(seen["A"], seen["As"], x.shape[0], act),
+            _read_back(seen["B"].t(), seen["Bs"], n, layer.weight.spec),
+        )
