@@ -7,13 +7,11 @@ failures, each list cut with a count of what was left out, and a link to the HTM
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable
 
 from harness.report.escape import md_inline
 from harness.report.grouping import group_items, grouped_markdown, without_runner_paths
 from harness.report.nightly import NightlyReport
-from harness.report.plain import column_values
 
 SUMMARY_LIMIT = 60_000
 LIST_LIMIT = 25
@@ -24,16 +22,9 @@ def _counts_table(report: NightlyReport) -> list[str]:
         "| platform | run | baseline | passed | failed | skipped | other |",
         "|---|---|---|---:|---:|---:|---:|",
     ]
-    # every platform's outcome counts in one pass over the reported rows
-    tally: dict[str, Counter[str | None]] = {}
-    for platform, suite, outcome in zip(
-        *(column_values(report.frame, c) for c in ("platform", "suite", "outcome")), strict=True
-    ):
-        if suite != "benchmark":
-            tally.setdefault(platform, Counter())[outcome] += 1
     for platform in report.platforms:
         run = report.runs[platform]
-        outcomes = tally.get(platform, Counter())
+        outcomes = run.outcomes  # counted as its file was read (`harness.report.digest`)
         passed = outcomes["passed"]
         failed = outcomes["failed"] + outcomes["error"]
         skipped = outcomes["skipped"]
