@@ -26,6 +26,7 @@ from harness.report.matrix import Cell, MatrixFold
 from harness.report.regress import BAD
 from harness.report.results import read_results
 from harness.report.rundir import RunDir, results_path, run_id_of
+from harness.report.stream import stream_results
 
 BENCHMARK_SUITE = "benchmark"
 LINEAR_SUITE = "linear"  # the suite whose SQNR the plot follows (`harness.report.plots`)
@@ -94,8 +95,7 @@ class RunDigest:
 class _Fold:
     """The per-group aggregates of one run, fed one row at a time."""
 
-    def __init__(self, platform: str) -> None:
-        self.platform = platform
+    def __init__(self) -> None:
         self.matrix = MatrixFold()
         self.outcomes: Counter[str | None] = Counter()
         self.skips: Counter[str | None] = Counter()
@@ -120,7 +120,7 @@ class _Fold:
         if suite != BENCHMARK_SUITE:
             self.outcomes[outcome] += 1
             if scheme is not None and path is not None:
-                self.matrix.add(scheme, path, self.platform, suite, outcome, reason, kernel)
+                self.matrix.add(scheme, path, "", suite, outcome, reason, kernel)
         if outcome == "skipped":
             self.skips[reason] += 1
         if outcome in BAD:
@@ -136,21 +136,10 @@ class _Fold:
         ):
             self.peaks[scheme] = max(self.peaks.get(scheme, -math.inf), peak_bytes)
 
-
-def digest_run(run: Path) -> RunDigest:
-    """A run directory or results file -> its `RunDigest` (records, then benchmarks if any).
-
-    Raises the results reader's error for a missing or malformed file."""
-    results = results_path(Path(run))
-    doc = read_results(results)
-    run_id = run_id_of(results)
-    columns = run_columns(doc, run_id)
-    platform = run_key(doc)
-    fold = _Fold(platform)
-    records = doc.get("records") or []
-    for r in records:
+    def record(self, r: dict[str, Any]) -> None:
+        """One record of a (validated) results document, as `record_rows` reads it."""
         metrics = r.get("metrics") or {}
-        fold.add(
+        self.add(
             _text(r.get("nodeid")),
             _text(r.get("suite")) or "other",
             _text(r.get("scheme")),
@@ -161,11 +150,32 @@ def digest_run(run: Path) -> RunDigest:
             _number(metrics.get("sqnr_db")),
             _number(metrics.get("peak_bytes")),
         )
+
+
+def digest_run(run: Path) -> RunDigest:
+    """A run directory or results file -> its `RunDigest` (records, then benchmarks if any).
+
+    The file is streamed record by record (`harness.report.stream`); one the stream cannot
+    vouch for is read whole, which raises the results reader's error for a missing or
+    malformed file."""
+    results = results_path(Path(run))
+    fold = _Fold()
+    doc = stream_results(results, fold.record)
+    if doc is None:
+        fold = _Fold()  # whatever the stream folded is dropped
+        whole = read_results(results)
+        for record in whole.get("records") or []:
+            fold.record(record)
+        doc = {k: v for k, v in whole.items() if k != "records"}
+        del whole
+    run_id = run_id_of(results)
+    columns = run_columns(doc, run_id)
+    platform = run_key(doc)
     head = (
         bool(doc.get("partial")),
         str(doc.get("created") or ""),
     )
-    del doc, records
+    del doc
     notes: list[str] = []
     benchmarks: list[dict[str, Any]] = []
     bench = RunDir(results.parent).benchmark if results.name == "results.json" else None
@@ -199,7 +209,7 @@ def digest_run(run: Path) -> RunDigest:
         rows=fold.rows,
         stack={c: columns[c] for c in STACK_FIELDS} if fold.rows else {},
         outcomes=fold.outcomes,
-        cells={(s, p): cell for (s, p, _), cell in fold.matrix.cells().items()},
+        cells={(s, p): cell for (s, p, _), cell in fold.matrix.cells().items()},  # one platform
         skips=fold.skips,
         failures=fold.failures,
         benchmark_cases=benchmark_cases,

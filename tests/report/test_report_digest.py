@@ -27,8 +27,9 @@ from harness.report.identity import keyed_by_runner
 from harness.report.markdown import full_markdown
 from harness.report.nightly import build_report
 from harness.report.regress import BAD
-from harness.report.results import SCHEMA, read_results, results_problem
+from harness.report.results import SCHEMA, results_problem
 from harness.report.runs import load_run
+from harness.report.stream import stream_results
 from tests.report.test_report_scale import _ref_matrix
 
 OUTCOMES = ["passed"] * 5 + ["failed", "error", "xfailed", "xpassed", "skipped", "skipped"]
@@ -230,12 +231,16 @@ def test_a_first_night_fleet_reads_each_file_once(
 
     read: list[Path] = []
 
-    def counted(path: Path) -> dict[str, Any]:
+    def counted(path: Path, each: Any) -> Any:
         read.append(path)
-        return read_results(path)
+        return stream_results(path, each)
+
+    def whole(path: Path) -> Any:
+        raise AssertionError(f"{path} read whole")
 
     monkeypatch.setattr(nightly, "load_run", no_frames)
-    monkeypatch.setattr(digest, "read_results", counted)
+    monkeypatch.setattr(digest, "stream_results", counted)
+    monkeypatch.setattr(digest, "read_results", whole)
     report = build_report(runs)
     assert sorted(read) == sorted(run / "results.json" for run in runs)
     assert len(report.platforms) == 5
