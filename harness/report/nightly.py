@@ -35,8 +35,8 @@ from harness.report.matrix import Cell, matrix_of
 from harness.report.plain import column_values
 from harness.report.regress import BAD, Regression, find_regressions
 from harness.report.runs import load_run
+from harness.store.bundle_names import bundle_filename
 from harness.store.history import HistoryStore
-from harness.store.repro import bundle_filename
 
 
 @dataclass(frozen=True)

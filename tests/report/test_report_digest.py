@@ -14,6 +14,8 @@ import json
 import math
 import pickle
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +106,10 @@ def _reference(runs: list[Path]) -> dict[str, Any]:
     frame = keyed_by_runner(typed(pd.concat([typed(r.frame) for r in current.values()])))
     tests = frame[frame["suite"] != "benchmark"]
     counts = {
-        p: {str(k): int(v) for k, v in tests[tests["platform"] == p]["outcome"].value_counts().items()}
+        p: {
+            str(k): int(v)
+            for k, v in tests[tests["platform"] == p]["outcome"].value_counts().items()
+        }
         for p in current
     }
     skipped = frame[frame["outcome"] == "skipped"]
@@ -116,7 +121,9 @@ def _reference(runs: list[Path]) -> dict[str, Any]:
     )
     failing = frame[frame["outcome"].isin(BAD)]
     linear = frame[(frame["suite"] == "linear") & frame["sqnr_db"].notna()]
-    memory = frame[frame["peak_bytes"].notna() & frame["scheme"].notna() & (frame["suite"] == "memory")]
+    memory = frame[
+        frame["peak_bytes"].notna() & frame["scheme"].notna() & (frame["suite"] == "memory")
+    ]
     return {
         "counts": counts,
         "matrix": _ref_matrix(frame),
@@ -153,9 +160,7 @@ def test_folded_report_agrees_with_every_record_counted(tmp_path: Path, seed: in
     }
     assert report.matrix == ref["matrix"]
     assert [(s.platform, s.reason, s.count) for s in report.skips] == ref["skips"]
-    assert [(f.platform, f.nodeid, f.outcome, f.reason) for f in report.failures] == ref[
-        "failures"
-    ]
+    assert [(f.platform, f.nodeid, f.outcome, f.reason) for f in report.failures] == ref["failures"]
     sqnr = {
         (p, s, r): v
         for p, s, r, v in report.sqnr[["platform", "scheme", "run_id", "sqnr_db"]].itertuples(
@@ -206,7 +211,8 @@ def test_a_digest_does_not_grow_with_passing_tests(tmp_path: Path) -> None:
     """A run of 10 and a run of 5,000 passing tests fold to the same aggregates, apart from
     the numbers in them: nothing per passing record is kept."""
     small, large = digest_run(_passing_run(tmp_path, 10)), digest_run(_passing_run(tmp_path, 5000))
-    assert small.outcomes["passed"] == 10 and large.outcomes["passed"] == 5000
+    assert small.outcomes["passed"] == 10
+    assert large.outcomes["passed"] == 5000
     assert len(large.failures) == len(small.failures) == 1
     size = {d.run_id: len(pickle.dumps(d)) for d in (small, large)}
     assert abs(size[large.run_id] - size[small.run_id]) < 64, size
@@ -244,4 +250,17 @@ def test_a_first_night_fleet_reads_each_file_once(
     report = build_report(runs)
     assert sorted(read) == sorted(run / "results.json" for run in runs)
     assert len(report.platforms) == 5
-    assert len(report.failures) == 5 and all(f.is_new for f in report.failures)
+    assert len(report.failures) == 5
+    assert all(f.is_new for f in report.failures)
+
+
+def test_the_report_loads_no_torch() -> None:
+    """A fleet report reads JSON and counts: torch (hundreds of MB and seconds to import)
+    stays out of the process."""
+    code = (
+        "import sys\n"
+        "import harness.cli\n"
+        "from harness.report import annotations, csp, html_page, markdown, nightly, render\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -17,13 +17,13 @@ from typing import Any
 
 import pandas as pd
 
+from harness.report.digest import RunDigest
+from harness.report.frame import typed
+from harness.report.identity import keyed_by_runner
 from harness.report.matrix import Cell, SuiteCount
 from harness.report.nightly import build_report
 from harness.report.regress import BAD, EMULATED_KERNEL, REFERENCE_PATHS
 from harness.report.results import SCHEMA
-from harness.report.digest import RunDigest
-from harness.report.frame import typed
-from harness.report.identity import keyed_by_runner
 from harness.report.runs import load_run, open_history
 
 PLATFORMS = 7
