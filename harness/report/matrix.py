@@ -151,7 +151,12 @@ class MatrixFold:
             total = self.totals[key] = _Tally()
             self.suites[key] = {}
         total.add(outcome, reason, kernel)
-        self.suites[key].setdefault(suite or "other", _Tally()).add(outcome, reason, kernel)
+        by_suite = self.suites[key]
+        name = suite or "other"
+        tally = by_suite.get(name)
+        if tally is None:
+            tally = by_suite[name] = _Tally()
+        tally.add(outcome, reason, kernel)
         if outcome != "skipped" and path in REFERENCE_PATHS:
             self.reference_ran.add((scheme, platform))
 
