@@ -175,6 +175,19 @@ def _failing_since(history: pd.DataFrame, failures: pd.DataFrame) -> list[str]:
     return since
 
 
+def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """Frames of `COLUMNS` as one, each column keeping its dtype (converted again only where
+    the parts disagree: converting every runner's rows cost more than comparing them)."""
+    if not parts:
+        return typed(pd.DataFrame(columns=list(COLUMNS)))
+    every = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    if list(every.columns) != list(COLUMNS) or any(
+        str(every[c].dtype) != t for c, t in COLUMNS.items() if c != "partial"
+    ):
+        every = typed(every)
+    return every
+
+
 def _text(value: object) -> str | None:
     return None if pd.isna(value) else str(value)
 
@@ -229,7 +242,7 @@ class _KnownRuns:
         parts = []
         if self.stored is not None and platform in self.stored_of_platform:
             parts.append(self.stored.iloc[self.stored_of_platform[platform]])
-        mine = typed(pd.DataFrame(columns=list(COLUMNS)))
+        mine = None
         for given in self.given_of_platform.get(platform, []):
             if given.rows:
                 parts.append(keyed_by_runner(load_run(given.results).frame))
@@ -237,11 +250,8 @@ class _KnownRuns:
                     mine = parts[-1]
         if base_frame is not None and self.base is not None and self.base.platform == platform:
             parts.append(base_frame)
-        if not parts:
-            return typed(pd.DataFrame(columns=list(COLUMNS))), mine
-        every = typed(pd.concat(parts, ignore_index=True))
-        every = every.drop_duplicates(["run_id", "nodeid"], keep="last").reset_index(drop=True)
-        return every, mine
+        every = _concat(parts).drop_duplicates(["run_id", "nodeid"], keep="last")
+        return every.reset_index(drop=True), _concat([]) if mine is None else mine
 
     def _later_sources(self) -> list[RunDigest]:
         return [*self.given, *([self.base] if self.base is not None else [])]
@@ -285,9 +295,7 @@ class _KnownRuns:
         rows = [row for run in self._later_sources() for row in run.benchmarks]
         if rows:
             parts.append(keyed_by_runner(typed(pd.DataFrame(rows, columns=list(COLUMNS)))))
-        if not parts:
-            return typed(pd.DataFrame(columns=list(COLUMNS)))
-        every = typed(pd.concat(parts, ignore_index=True))
+        every = _concat(parts)
         return every.drop_duplicates(["run_id", "nodeid"], keep="last").reset_index(drop=True)
 
 

@@ -20,14 +20,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.errors import QHarnessError
 from harness.report.results import _record_problem, results_problem
 
 CHUNK = 1 << 20
 _WHITESPACE = re.compile(r"[ \t\n\r]*")  # what JSON allows between tokens
 
 
-class _Unreadable(Exception):
-    """Anything that makes the streamed reading give up (module doc)."""
+class _Unreadable(QHarnessError):
+    """Anything that makes the streamed reading give up (module doc); never leaves this
+    module: `stream_results` answers None instead."""
 
 
 class _Buffer:
