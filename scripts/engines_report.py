@@ -32,6 +32,17 @@ PATH_CONVENTIONS: dict[str, str] = {
         "rounding per operand, up to 2^-9 (bf16) / 2^-12 (fp16) relative; none for "
         "power-of-two scales (every fp8_per_tensor case bit for bit) or in float32"
     ),
+    "vllm_nvfp4_emulation_linear": (
+        "operands in the model dtype and the bias after the product's rounding: "
+        'run_nvfp4_emulations casts both dequantized operands to x.dtype ("dequant -> '
+        'BF16 matmul") and EmulationNvFp4LinearKernel.apply_weights does `out = out + '
+        "bias`; the activation is code * fp32(s / g_inv), the weight code * fp32(s * "
+        'fp32(1 / G)) with the stored divisors ("CT stores as divisors, i.e. 1/scale"): '
+        "five float32 roundings per term beyond a path applying its scales once; declared "
+        "as the path's numerics. Deviation on the suite's cases: no operand differs from "
+        "code * s * g rounded to bf16/fp16; in float32 1,743 of 22,704 activation and "
+        "9,877 of 192,768 weight elements, by float32 steps"
+    ),
     "vllm_fp8_linear": (
         "on CPUs with AMX tiles and no AMX-FP8 only: CPUFp8PerTensorScaledMMLinearKernel / "
         'CPUFp8BlockScaledMMKernel compute W8A16 by design ("activations stay BF16/FP32 - '

@@ -17,10 +17,12 @@ from typing import Any
 import pytest
 import torch
 
+from harness.core.hard_inputs import binade_crossing, tail_amax
 from harness.core.inputs import generator
 from harness.core.quantize import quantize_activation, quantize_linear
 from harness.core.schemes import get_scheme
-from harness.linear.cases import LoadedLinearCase, linear_inputs, shape_id
+from harness.core.spec import MX_BLOCK
+from harness.linear.cases import LoadedLinearCase, linear_inputs, normalize_output, shape_id
 from harness.linear.checks import expected_output, linear_checks
 from harness.linear.paths import get_path, linear_paths
 from harness.paths import LinearProblem
@@ -35,22 +37,49 @@ SHAPE = (8, 128, 256)
 OUT = torch.bfloat16
 
 
-def _float32_activation(scheme: str) -> torch.Tensor:
-    """The golden case's bf16 activation with every element perturbed below bf16 precision
-    (a relative 2^-10 .. 2^-9, sign seeded), so almost no element is a bf16 value."""
-    x = linear_inputs(scheme, SHAPE)["x"]
-    gen = generator(f"float32_activations/{scheme}")
+# A long row: K >= 4096 and no multiple of 256..1024 (130 MX blocks), every row of both
+# operands peaking in its last 64 columns, and (MX activations) every block's amax moved to
+# where its bf16 rounding changes the block's scale (harness.core.hard_inputs).
+LONG_SHAPE = (4, 16, 4160)
+LONG_TAIL = 64
+
+
+def _perturbed(x: torch.Tensor, name: str) -> torch.Tensor:
+    """``x`` with every element perturbed below bf16 precision (a relative 2^-10 .. 2^-9,
+    sign seeded), so almost no element is a bf16 value."""
+    gen = generator(name)
     u = torch.rand(x.shape, generator=gen)
     sign = torch.where(torch.rand(x.shape, generator=gen) < 0.5, -1.0, 1.0)
     return (x * (1 + sign * (1 + u) * 2.0**-10)).float()
 
 
-def _case(scheme: str) -> LoadedLinearCase:
+def _float32_activation(scheme: str) -> torch.Tensor:
+    """The golden case's bf16 activation, perturbed below bf16 precision."""
+    return _perturbed(linear_inputs(scheme, SHAPE)["x"], f"float32_activations/{scheme}")
+
+
+def _long_inputs(scheme: str) -> dict[str, torch.Tensor]:
+    """Seeded inputs of LONG_SHAPE: rows peaking in their tails, the activation perturbed
+    below bf16 precision and, for MX activations, crossing a scale point in bf16."""
+    inputs = linear_inputs(scheme, LONG_SHAPE)
+    x = _perturbed(tail_amax(inputs["x"], LONG_TAIL), f"float32_activations/long/{scheme}")
+    act = get_scheme(scheme).activation
+    if act is not None and act.block[1] == MX_BLOCK:
+        x = binade_crossing(x, act)
+    w = normalize_output(x, tail_amax(inputs["w"], LONG_TAIL))
+    return {**inputs, "x": x, "w": w}
+
+
+def _case(scheme: str, shape: tuple[int, int, int] = SHAPE) -> LoadedLinearCase:
     """The case as a golden would hold it, computed here: layer, input and the float64
     product of the dequantized operands (rounded to float32, as goldens store it)."""
     spec = get_scheme(scheme)
-    inputs = linear_inputs(scheme, SHAPE)
-    x = _float32_activation(scheme)
+    if shape == SHAPE:
+        inputs = linear_inputs(scheme, SHAPE)
+        x = _float32_activation(scheme)
+    else:
+        inputs = _long_inputs(scheme)
+        x = inputs["x"]
     layer = quantize_linear(inputs["w"], inputs["bias"], spec, calibration=x)
     xq = quantize_activation(x, spec, layer.input_scale)
     a = x.double() if xq is None else xq.dequantize(torch.float64)
@@ -62,17 +91,18 @@ def _case(scheme: str) -> LoadedLinearCase:
 class Float32Case:
     scheme: str
     path: str
+    shape: tuple[int, int, int] = SHAPE
 
     @property
     def id(self) -> str:
-        return f"{self.scheme}-{self.path}-{shape_id(SHAPE)}"
+        return f"{self.scheme}-{self.path}-{shape_id(self.shape)}"
 
     def record_fields(self) -> dict[str, Any]:
         return {
             "suite": "float32_activations",
             "scheme": self.scheme,
             "path": self.path,
-            "shape": shape_id(SHAPE),
+            "shape": shape_id(self.shape),
             "bias": True,
             "out_dtype": "bf16",
         }
@@ -85,9 +115,26 @@ def test_float32_activation(
     case: Float32Case, qh_platform: PlatformInfo, record_checks: RecordChecks
 ) -> None:
     """The checks of `harness.linear.checks.LINEAR_CHECKS` on a float32-valued activation."""
+    _check_case(case, qh_platform, record_checks)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [Float32Case(s, p, LONG_SHAPE) for s in SCHEMES for p in linear_paths()],
+    ids=lambda c: c.id,
+)
+def test_float32_activation_long_k(
+    case: Float32Case, qh_platform: PlatformInfo, record_checks: RecordChecks
+) -> None:
+    """The same checks on a long row (LONG_SHAPE) peaking in its tail, whose MX blocks'
+    maxima cross a scale point in bf16."""
+    _check_case(case, qh_platform, record_checks)
+
+
+def _check_case(case: Float32Case, qh_platform: PlatformInfo, record_checks: RecordChecks) -> None:
     scheme, path = case.scheme, case.path
     spec = get_scheme(scheme)
-    m, n, k = SHAPE
+    m, n, k = case.shape
     problem = LinearProblem(m, n, k, True, OUT)
     linear_path = get_path(path)
     support = linear_path.supports(spec, problem, qh_platform)
@@ -96,7 +143,7 @@ def test_float32_activation(
     model_dtype = activation_in_model_dtype(linear_path)
     if model_dtype:  # the engine's layer never sees float32 values in a bf16 model
         pytest.skip(f"{path}: {model_dtype}")
-    loaded = _case(scheme)
+    loaded = _case(scheme, case.shape)
     x = loaded.x
     assert float((x != x.to(torch.bfloat16).float()).float().mean()) > 0.9
     device = qh_platform.torch_device

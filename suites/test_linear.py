@@ -1,6 +1,10 @@
-"""Linear layers: every scheme x path x shape x bias x output dtype, against the goldens."""
+"""Linear layers: every scheme x path x shape x bias x output dtype, against the goldens;
+and the input designs (`harness.linear.designs`), each built to show one bug class,
+against the reference quantizer's float64 product."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 import torch
@@ -16,9 +20,11 @@ from harness.linear.cases import (
     quantize_cases,
 )
 from harness.linear.checks import expected_output, linear_checks
-from harness.linear.paths import get_path
+from harness.linear.designs import DESIGNS_BY_NAME, DesignCase, design_case, design_cases
+from harness.linear.paths import get_path, linear_paths
 from harness.linear.repro import linear_bundle_tensors
 from harness.paths.base import (
+    activation_in_model_dtype,
     is_reference,
     layer_under_conventions,
     linear_numerics,
@@ -69,7 +75,7 @@ def test_quantize_matches_golden(
 
 
 def _run(
-    case: LinearCase,
+    case: LinearCase | DesignCase,
     layer: QuantizedLinear,
     x: torch.Tensor,
     path_name: str,
@@ -130,6 +136,45 @@ def test_linear(
     numerics = linear_numerics(path, scheme, case.problem)  # what the bounds derive from
     expected = expected_output(loaded, scheme, case.bias, numerics, conventions)
     repro_case("linear", **linear_bundle_tensors(loaded.layer, loaded.x, y, expected))
+    record_checks(
+        linear_checks(y, y_emulated, expected, case.path),
+        known_finding=known_finding(path, case.finding_case()),
+    )
+
+
+@pytest.mark.parametrize("case", list(design_cases(linear_paths())), ids=lambda c: c.id)
+def test_linear_design(
+    case: DesignCase,
+    qh_platform: PlatformInfo,
+    record_checks: RecordChecks,
+    record_result: RecordResult,
+) -> None:
+    """The checks of `harness.linear.checks.LINEAR_CHECKS` on an input design (no golden:
+    the reference quantizer's float64 product, `harness.linear.designs.design_case`)."""
+    scheme = get_scheme(case.scheme)
+    path = get_path(case.path)
+    support = path.supports(scheme, case.problem, qh_platform)
+    if not support.ok:
+        pytest.skip(support.reason)
+    model_dtype = activation_in_model_dtype(path)
+    if DESIGNS_BY_NAME[case.design].float32_activation and model_dtype:
+        pytest.skip(f"{case.path}: {model_dtype}")  # its engine never sees float32 values
+    loaded = design_case(case.design, case.scheme)
+    device = qh_platform.torch_device
+    layer, x = loaded.layer.to(device), loaded.x.to(device)
+    if not case.bias:
+        layer = dataclasses.replace(layer, bias=None)
+    out_dtype = case.problem.out_dtype
+    y = _run(case, layer, x, case.path, record_result).cpu()
+    conventions = path_conventions(path)
+    if conventions:
+        record_result(conventions=sorted(conventions))
+    y_emulated = None
+    if not is_reference(path):
+        same = layer_under_conventions(layer, conventions)
+        y_emulated = get_path("emulated").forward(same, x, out_dtype).cpu()
+    numerics = linear_numerics(path, scheme, case.problem)
+    expected = expected_output(loaded, scheme, case.bias, numerics, conventions)
     record_checks(
         linear_checks(y, y_emulated, expected, case.path),
         known_finding=known_finding(path, case.finding_case()),

@@ -15,8 +15,10 @@ import torch
 
 from harness.linear.paths import get_path, linear_paths
 from harness.loading.cases import (
+    DESIGNED_CASES,
     LoadingParams,
     checkpoint_from_golden,
+    designed_case_data,
     golden_entry,
     loading_params,
     reference_operands,
@@ -115,6 +117,40 @@ def test_loaded_layer_output(
 ) -> None:
     """Output of the loaded layer through a path vs the golden, bias applied exactly once."""
     data, ckpt = _checkpoint(golden_store, p)
+    _check_output(p, data, ckpt, qh_platform, record_checks, record_result)
+
+
+@pytest.mark.parametrize(
+    "p",
+    list(
+        loading_params(
+            loaders=LOADERS, paths=tuple(linear_paths()), biases=(True,), cases=DESIGNED_CASES
+        )
+    ),
+    ids=lambda p: p.id,
+)
+def test_designed_checkpoint_output(
+    p: LoadingParams,
+    qh_platform: PlatformInfo,
+    record_checks: RecordChecks,
+    record_result: RecordResult,
+) -> None:
+    """The same checks on the designed checkpoints (harness.loading.cases.DESIGNED_CASES:
+    a static scale with elements at ties of x / s, fused shards of K = 4224 peaking in their
+    last columns), built here and checked against the reference quantizer (no golden)."""
+    data = designed_case_data(p.scheme, p.case)
+    ckpt = checkpoint_from_golden(data, p.scheme, p.case)
+    _check_output(p, data, ckpt, qh_platform, record_checks, record_result)
+
+
+def _check_output(
+    p: LoadingParams,
+    data: GoldenData,
+    ckpt: LinearCheckpoint,
+    qh_platform: PlatformInfo,
+    record_checks: RecordChecks,
+    record_result: RecordResult,
+) -> None:
     if not p.bias:
         ckpt = ckpt.without_bias()
     loaded = _load(p.loader, ckpt, p.flavour)

@@ -55,7 +55,7 @@ from harness.paths.base import is_reference, kernel_name
 from harness.platform import capabilities
 from harness.platform.info import PlatformInfo, platform_key
 from harness.plugin import RecordChecks, RecordResult, load_golden
-from harness.store.golden import GoldenStore
+from harness.store.golden import GoldenStore, refresh_command
 
 
 # ------------------------------------------------------------------ dispatch table
@@ -119,7 +119,7 @@ def test_moe_checkpoint_and_routing_match_golden(
         pytest.fail(
             f"seeded inputs changed: regenerated {changed} differ from the inputs golden "
             f"{golden_entry(scheme)!r} was built from (torch RNG or harness.core.inputs changed?); "
-            "if intended, refresh: python -m harness golden refresh --only 'moe/*'",
+            f"if intended, refresh: {refresh_command('moe/*', golden_store.root)}",
             pytrace=False,
         )
     device = qh_platform.torch_device

@@ -4,9 +4,13 @@ Four sets of cases: the weight and activation of every linear golden (scheme x s
 MX scale edge-case blocks (every element format x E8M0 mode, each boundary case at every
 binade an E8M0 scale reaches); the points where each E8M0 mode's answer changes, one
 float32 step either side, at every float32 binade (harness.quantizers.mx_scale_points);
-and degenerate tensors for every spec whose scales are derived from the tensor (all zero, a
+degenerate tensors for every spec whose scales are derived from the tensor (all zero, a
 zero tile, one non-zero element, float32 subnormals, a tile at the format's max:
-harness.quantizers.degenerate), held to the reference quantizer. A quantizer is held to
+harness.quantizers.degenerate), held to the reference quantizer; and designed tensors for
+every spec (harness.core.hard_inputs): float32 values a relative 2^-12 beside ties of the
+element format (not bf16 values), float32 block maxima whose bf16 rounding changes the
+scale, and long rows (K 4160 or 4224) whose amax lies in the last 64 columns, also held to
+the reference quantizer. A quantizer is held to
 the golden, or, where it declares engine conventions, to the reference quantizer with those
 conventions in effect (harness.quantizers.expect). A mismatch names the tiles (or
 edge-case blocks) that differ. Known engine findings are matched on each case's fields
@@ -23,7 +27,15 @@ from typing import Any
 import pytest
 import torch
 
-from harness.core.quantize import QuantizedTensor, quantize, scale_from_stored, tile_amax
+from harness.core.hard_inputs import binade_crossing, near_ties, tail_amax
+from harness.core.inputs import scaled_normal
+from harness.core.quantize import (
+    QuantizedTensor,
+    calibrate_input_scale,
+    quantize,
+    scale_from_stored,
+    tile_amax,
+)
 from harness.core.schemes import SCHEMES, QuantSpec, get_scheme, mx_spec
 from harness.linear.cases import LINEAR_SHAPES, golden_entry, golden_inputs, shape_id
 from harness.paths.findings import FindingCase, known_finding
@@ -380,4 +392,85 @@ def test_quantizer_on_degenerate_tensors(case: DegenerateCase, record_result: Re
             return f"{name}:tile({r},{c})"
 
         found.add(actual, expected, label, tile_amax(x, spec) == 0)
+    _verdict(case.finding_case(), case.quantizer, found, record_result)
+
+
+# ----------------------------------------------------------------- designed tensors
+DESIGNED_SHAPE = (8, 256)
+LONG_TAIL = 64
+
+
+def _long_k(spec: QuantSpec) -> int:
+    """K >= 4096, no multiple of 256..1024; whole 128-wide tiles where tiles are 128 wide."""
+    return 4224 if spec.block[1] == 128 else 4160
+
+
+def designed_tensors(scheme: str, role: str) -> dict[str, torch.Tensor]:
+    """The designed tensors of one spec, by name (float32, seeded by scheme and role)."""
+    spec = _role_spec(scheme, role)
+    assert spec is not None
+    base = f"quantizers/designed/{scheme}/{role}"
+    rows, cols = DESIGNED_SHAPE
+    x = scaled_normal(f"{base}/x", rows, cols, spec)
+    out = {"near_ties": near_ties(x, spec)}
+    if not spec.scale_fmt.per_tensor_level:  # two-level scales: the block level is E4M3
+        out["bf16_binade"] = binade_crossing(x, spec)
+    long_rows = scaled_normal(f"{base}/long", 4, _long_k(spec), spec)
+    out["long_row"] = tail_amax(long_rows, LONG_TAIL)
+    return out
+
+
+def _all_specs() -> list[tuple[str, str]]:
+    """One (scheme, role) per distinct spec, static activations included."""
+    seen: set[QuantSpec] = set()
+    out = []
+    for s in sorted(SCHEMES):
+        for r in ROLES:
+            spec = _role_spec(s, r)
+            if spec is None or spec in seen:
+                continue
+            seen.add(spec)
+            out.append((s, r))
+    return out
+
+
+@dataclass(frozen=True)
+class DesignedCase(DegenerateCase):
+    """One quantizer on the designed tensors of one spec (static ones calibrated on the
+    tensor itself)."""
+
+    def record_fields(self) -> dict[str, Any]:
+        return {**super().record_fields(), "role": f"{self.role}/designed"}
+
+    def finding_case(self) -> FindingCase:
+        spec = self.spec
+        return FindingCase(
+            "quantizers",
+            self.scheme,
+            case="designed",
+            element_format=spec.format,
+            scale_mode=spec.scale_rounding,
+            id=f"designed:{self.id}",
+        )
+
+
+DESIGNED = [DesignedCase(q, s, r) for q in quantizers() for s, r in _all_specs()]
+
+
+@pytest.mark.parametrize("case", DESIGNED, ids=lambda c: c.id)
+def test_quantizer_on_designed_tensors(case: DesignedCase, record_result: RecordResult) -> None:
+    """Codes and scales bit for bit against the reference on inputs that show a float32
+    input rounded to bf16, a scale from a bf16 copy and a reduction over part of a row."""
+    spec = case.spec
+    quantizer = get_quantizer(case.quantizer)
+    found = Mismatches()
+    for name, x in designed_tensors(case.scheme, case.role).items():
+        static = None if case.role == "weight" or spec.dynamic else calibrate_input_scale(x, spec)
+        actual = _run(case.quantizer, spec, x, static)
+        expected = quantize(x, expected_spec(quantizer, spec), static)
+
+        def label(r: int, c: int, name: str = name) -> str:
+            return f"{name}:tile({r},{c})"
+
+        found.add(actual, expected, label)
     _verdict(case.finding_case(), case.quantizer, found, record_result)

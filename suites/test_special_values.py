@@ -2,9 +2,11 @@
 
 The expected behaviour per format and path is the reference's, stated as rules in
 harness/linear/special_values.py and asserted explicitly here: the reference quantizer
-follows the rule (MX: scale code 0xFF for the block; FP8 static: the NaN code, or the
-saturated code for +-Inf), the special row of the path's output holds exactly the expected
-NaN / Inf / finite pattern, and every other row is bit-identical to the clean run.
+follows the rule under the path's activation conventions (MX: scale code 0xFF for the
+block; FP8 static: the NaN code, or the saturated code for +-Inf; an Inf block a declared
+convention saturates: the saturated activation's block scale and codes), the special row
+of the path's output holds exactly the expected NaN / Inf / finite pattern, and every
+other row is bit-identical to the clean run.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from harness.linear.special_values import (
     special_cases,
     special_inputs,
 )
+from harness.paths.base import path_conventions, with_activation_conventions
 from harness.paths.findings import known_finding
 from harness.platform.info import PlatformInfo
 from harness.plugin import RecordChecks, RecordResult, xfail_known
@@ -36,14 +39,27 @@ from harness.plugin import RecordChecks, RecordResult, xfail_known
 OUT_DTYPE = torch.float32
 
 
-def _reference_rule(case: SpecialCase, rule: str, inputs: Any) -> CheckResult:
-    """The reference quantizer does what the rule says for this format."""
+def _reference_rule(
+    case: SpecialCase, rule: str, inputs: Any, conventions: frozenset[str]
+) -> CheckResult:
+    """The reference quantizer, under the path's activation conventions, does what the rule
+    says for this format."""
     name = "reference_follows_rule"
-    scheme = get_scheme(case.scheme)
+    scheme = with_activation_conventions(get_scheme(case.scheme), conventions)
     xq = quantize_activation(inputs.special, scheme, inputs.layer.input_scale)
     if xq is None:
         return passed(name)
     spec = xq.spec
+    if rule == ROW_SATURATED and spec.scale_fmt.nan_for_nonfinite_block:
+        # an Inf block saturated by a declared convention: the saturated block's scale
+        sat = quantize_activation(inputs.saturated, scheme, inputs.layer.input_scale)
+        assert sat is not None
+        at = (SPECIAL_ROW, SPECIAL_COL // spec.block[1])  # type: ignore[operator]
+        ok = bool(xq.scale[at] == sat.scale[at]) and bool(
+            (xq.codes[SPECIAL_ROW] == sat.codes[SPECIAL_ROW]).all()
+        )
+        what = f"block scale {float(xq.scale[at])} vs saturated {float(sat.scale[at])}"
+        return passed(name) if ok else failed(name, f"{what}; codes of the row must match")
     if spec.scale_fmt.nan_for_nonfinite_block:  # MX 0xFF, NVFP4's E4M3 NaN code
         codes = stored_scale(xq.scale, spec)
         block = codes[SPECIAL_ROW, SPECIAL_COL // spec.block[1]]  # type: ignore[operator]
@@ -114,8 +130,9 @@ def test_special_values(
     support = path.supports(scheme, case.problem, qh_platform)
     if not support.ok:
         pytest.skip(support.reason)
-    rule = expected_special_row(scheme, case.kind)
-    inputs = special_inputs(case.scheme, case.kind)
+    conventions = path_conventions(path)  # the path's activation quantizer's, if any
+    rule = expected_special_row(with_activation_conventions(scheme, conventions), case.kind)
+    inputs = special_inputs(case.scheme, case.kind, conventions)
     device = qh_platform.torch_device
     layer = inputs.layer.to(device)
 
@@ -133,7 +150,7 @@ def test_special_values(
     y_saturated = None if inputs.saturated is None else run(inputs.saturated)
     record_checks(
         [
-            _reference_rule(case, rule, inputs),
+            _reference_rule(case, rule, inputs, conventions),
             _special_row(y, rule, inputs, y_saturated),
             _other_rows(y, y_clean),
         ]

@@ -13,12 +13,15 @@ from typing import Any
 import pytest
 import torch
 
+from harness.core.inputs import scaled_normal
+from harness.core.schemes import get_scheme
 from harness.linear.cases import load_linear_case
 from harness.loading.cases import checkpoint_from_golden
 from harness.loading.cases import golden_entry as loading_entry
 from harness.moe.cases import MoECase, load_moe_case
 from harness.moe.cases import golden_entry as moe_entry
 from harness.moe.model import route
+from harness.moe.routing_cases import ROUTING_SPECS, RoutingCase, routing_inputs, routing_logits
 from harness.platform.info import detect
 from tests.canaries.catalog import CANARIES, CONTROLS, GROUPS, Canary
 from tests.canaries.mutants import MUTANTS
@@ -75,6 +78,20 @@ def test_moe_canary_gives_plausible_numbers(canary: Canary, golden_store: Any) -
     assert bool((out != 0).any())
 
 
+@pytest.mark.parametrize("canary", _by_kind("quantizer"), ids=lambda c: c.name)
+def test_quantizer_canary_gives_plausible_codes(canary: Canary) -> None:
+    """Same scales and codes as its control on a bf16-valued tensor (its fault needs
+    float32 input bits), finite scales and some non-zero codes."""
+    scheme = get_scheme(canary.select[0].schemes[0])
+    x = scaled_normal("canaries/quantizer", 8, 256, scheme.weight)
+    got = _target(canary.target).quantize(x, scheme.weight)
+    want = _target(CONTROLS[canary.control][1]).quantize(x, scheme.weight)
+    assert torch.equal(got.codes, want.codes)
+    assert torch.equal(got.scale, want.scale)
+    assert bool(torch.isfinite(got.scale).all())
+    assert bool((got.codes != 0).any())
+
+
 @pytest.mark.parametrize("canary", _by_kind("loader"), ids=lambda c: c.name)
 def test_loader_canary_gives_plausible_numbers(canary: Canary, golden_store: Any) -> None:
     scheme = canary.select[0].schemes[0]
@@ -82,3 +99,31 @@ def test_loader_canary_gives_plausible_numbers(canary: Canary, golden_store: Any
     ckpt = checkpoint_from_golden(data, scheme, "fused_spread_scales")
     w = _target(canary.target).load(ckpt, "e4m3fnuz").layer.weight.dequantize()
     assert bool((w != 0).any())
+
+
+def _routers() -> list[Canary]:
+    return [c for c in _by_kind("moe_path") if c.control == "control_moe_router"]
+
+
+@pytest.mark.parametrize("canary", _routers(), ids=lambda c: c.name)
+def test_router_canary_routes_plausibly_and_differs(canary: Canary, golden_store: Any) -> None:
+    """A router canary routes itself to finite, positive weights and a finite, non-zero
+    block, and differs from its control's routing on at least one spec."""
+    scheme = canary.select[0].schemes[0]
+    data = golden_store.load(moe_entry(scheme))
+    bad, good = _target(canary.target), _target(CONTROLS[canary.control][1])
+    differs = False
+    for scoring, renormalize in ROUTING_SPECS:
+        case = RoutingCase(scheme, canary.name, 8, 2, scoring, renormalize)
+        layer, x = routing_inputs(data, case)
+        logits = routing_logits()[:, :8]
+        got = bad.route_and_forward(layer, x, logits, case.spec, detect())
+        want = good.route_and_forward(layer, x, logits, case.spec, detect())
+        assert bool(torch.isfinite(got.out).all())
+        assert bool((got.out != 0).any())
+        assert got.routing is not None
+        assert want.routing is not None
+        assert bool((got.routing.weights > 0).all())
+        differs |= not torch.equal(got.routing.ids, want.routing.ids)
+        differs |= not torch.equal(got.routing.weights, want.routing.weights)
+    assert differs

@@ -58,6 +58,8 @@ class Convention:
     # block format, instead of (amax / qmax) / global
     two_level_block: Callable[[torch.Tensor, torch.Tensor, QuantSpec], torch.Tensor] | None = None
     unsigned_zero_codes: bool = False  # an element whose scaled value is +-0 gets code +0
+    # an Inf in a block saturates it (a finite scale, the element max) instead of NaN
+    saturates_inf_block: bool = False
     element_ties: str | None = None  # `encode`'s tie rule for the element codes
 
 
@@ -124,6 +126,12 @@ def two_level_block(
     reference's ``(amax / qmax) / global``)."""
     hooks = [c.two_level_block for c in _active(spec) if c.two_level_block]
     return hooks[-1] if hooks else None
+
+
+def saturates_inf_block(spec: QuantSpec) -> bool:
+    """Whether a convention in effect gives a block holding +-Inf a finite scale and
+    saturated codes instead of the NaN the reference gives it."""
+    return any(c.saturates_inf_block for c in _active(spec))
 
 
 def unsigned_zero_codes(spec: QuantSpec) -> bool:
@@ -208,6 +216,29 @@ register_convention(
         "kernels and QuantFP8 native path)",
         _fp32_scales,
         reciprocal=True,
+    )
+)
+
+
+_AMAX_FLOOR = 1e-10  # as float32, the constant aiter's kernel compares with
+
+
+def _amax_floor_1e_10(amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    # float32: max(amax, 1e-10) / qmax, as the kernel computes it; a zero tile gets
+    # 1e-10 / qmax, not 1 (its codes are zero either way)
+    floor = torch.tensor(_AMAX_FLOOR, dtype=torch.float32)
+    return torch.maximum(amax.float(), floor) / spec.qmax
+
+
+register_convention(
+    Convention(
+        "amax_floor_1e-10",
+        "a tile's amax is bounded from below at 1e-10 (float32) before the scale amax / "
+        "fp8_max is taken, so a zero or tiny tile gets 1e-10 / fp8_max, not 1 or its own "
+        "amax / fp8_max (aiter's fused FP8 group quant, _fp8_quant_op: "
+        "m = tl.maximum(tl.max(tl.abs(x), axis=-1), 1e-10))",
+        _fp32_scales,
+        scale=_amax_floor_1e_10,
     )
 )
 
@@ -322,6 +353,7 @@ register_convention(
         "element max (torchao NVFP4Tensor.to_nvfp4, vLLM nvfp4_emulation_utils)",
         _e4m3_blocks,
         scale=_inf_block_saturates,
+        saturates_inf_block=True,
     )
 )
 

@@ -140,10 +140,12 @@ def quantize_cases() -> Iterator[QuantizeCase]:
 
 
 # ------------------------------------------------------------------------ goldens
-def _normalize_output(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """Scale W by a power of two (exact) so that max|x @ W^T| is about OUTPUT_MAGNITUDE."""
+def normalize_output(
+    x: torch.Tensor, w: torch.Tensor, magnitude: float = OUTPUT_MAGNITUDE
+) -> torch.Tensor:
+    """Scale W by a power of two (exact) so that max|x @ W^T| is about ``magnitude``."""
     peak = (x.double() @ w.double().t()).abs().max().item()
-    exponent = round(torch.tensor(OUTPUT_MAGNITUDE / peak).log2().item())
+    exponent = round(torch.tensor(magnitude / peak).log2().item())
     return w * 2.0**exponent
 
 
@@ -171,7 +173,7 @@ def linear_inputs(scheme_name: str, shape: tuple[int, int, int]) -> dict[str, to
     w = plant_corners(scaled_normal(f"{base}/w", n, k, scheme.weight), scheme.weight, f"{base}/w")
     return {
         "x": x,
-        "w": _normalize_output(x, w),
+        "w": normalize_output(x, w),
         "bias": bias_vector(f"{base}/bias", n),
         "calibration": calibration,
     }

@@ -11,14 +11,15 @@ checks, in the same order, as the suite.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from harness.core.checks import CheckResult
-from harness.core.quantize import QuantizedLinear, QuantizedTensor
-from harness.core.schemes import get_scheme
+from harness.core.quantize import QuantizedLinear, QuantizedTensor, scale_grid
+from harness.core.schemes import Scheme, get_scheme
 from harness.linear.cases import OUT_DTYPES
 from harness.linear.checks import ExpectedOutput, linear_checks
 from harness.linear.paths import get_path, linear_paths
@@ -38,6 +39,8 @@ def linear_bundle_tensors(
     tensors |= {name: getattr(expected, name) for name in EXPECTED_TENSORS}
     tensors["cancellation_db"] = torch.tensor(expected.cancellation_db, dtype=torch.float64)
     tensors["roundings"] = torch.tensor(expected.roundings)
+    if layer.weight.global_scale is not None:  # a two-level (NVFP4) weight's per-tensor level
+        tensors["w_global_scale"] = layer.weight.global_scale
     if layer.input_scale is not None:
         tensors["input_scale"] = layer.input_scale
     if layer.bias is not None:
@@ -78,6 +81,58 @@ def _installed_path(name: str, chosen: bool) -> LinearPath:
         ) from None
 
 
+def _check_operands(scheme: Scheme, t: dict[str, torch.Tensor]) -> None:
+    """Every tensor has the shape and dtype the suite wrote (from x [M, K] and the weight's
+    N rows), so a damaged or hand-edited bundle is a `ReproError` naming the tensor, never
+    a shape error from inside a path."""
+    x, codes = t["x"], t["w_codes"]
+    for name, tensor, form in (("x", x, "[M, K]"), ("w_codes", codes, "[N, K]")):
+        if tensor.dim() != 2:
+            raise ReproError(
+                f"linear bundle: {name} is {tuple(tensor.shape)} {tensor.dtype}, expected 2-D "
+                f"{form} (a damaged or hand-edited bundle)"
+            )
+    (m, k), n = x.shape, codes.shape[0]
+    wanted: dict[str, tuple[tuple[int, ...], str]] = {
+        "x": ((m, k), "float"),
+        "w_codes": ((n, k), "uint8"),
+        "w_scale": (scale_grid(scheme.weight, (n, k)), "float"),
+        "bias": ((n,), "float"),
+        "y": ((m, n), "float"),
+        **{name: ((m, n), "float") for name in EXPECTED_TENSORS},
+        **{name: ((), "number") for name in SCALAR_TENSORS},
+    }
+    if "input_scale" in t:
+        wanted["input_scale"] = ((1, 1), "float")
+    if scheme.weight.scale_fmt.per_tensor_level:
+        if "w_global_scale" not in t:
+            raise ReproError(
+                f"linear bundle of {scheme.name} lacks w_global_scale, its weight's per-tensor "
+                "scale (bundles from qharness before it was kept); run the case again for a "
+                "new bundle"
+            )
+        wanted["w_global_scale"] = ((1, 1), "float")
+    for name, (shape, kind) in wanted.items():
+        given = t.get(name)
+        if given is None:
+            continue
+        right_shape = tuple(given.shape) == shape or (shape == () and given.numel() == 1)
+        if not right_shape or not _DTYPE_KINDS[kind](given.dtype):
+            raise ReproError(
+                f"linear bundle: {name} is {tuple(given.shape)} {given.dtype}, expected "
+                f"{shape} {kind} for x {(m, k)} and {n} output features (a damaged or "
+                "hand-edited bundle)"
+            )
+
+
+SCALAR_TENSORS = ("cancellation_db", "roundings")
+_DTYPE_KINDS: dict[str, Callable[[torch.dtype], bool]] = {
+    "float": lambda d: d.is_floating_point,
+    "uint8": lambda d: d == torch.uint8,
+    "number": lambda d: d != torch.bool and not d.is_complex,
+}
+
+
 def rerun_linear(bundle: Bundle, path_name: str | None = None) -> ReproVerdict:
     case: dict[str, Any] = bundle.meta.get("case") or {}
     t = bundle.tensors
@@ -85,9 +140,10 @@ def rerun_linear(bundle: Bundle, path_name: str | None = None) -> ReproVerdict:
         scheme = get_scheme(str(case["scheme"]))
         out_dtype = OUT_DTYPES[str(case["out_dtype"])]
         path_name = path_name or str(case["path"])
+        _check_operands(scheme, t)
         layer = QuantizedLinear(
             scheme,
-            QuantizedTensor(t["w_codes"], t["w_scale"], scheme.weight),
+            QuantizedTensor(t["w_codes"], t["w_scale"], scheme.weight, t.get("w_global_scale")),
             t.get("input_scale"),
             t.get("bias"),
         )

@@ -18,6 +18,13 @@ reference defines it:
 - Unquantized activations: NaN propagates (row NaN); +-Inf times each weight gives +-Inf by
   the weight's sign, NaN where the weight is zero.
 
+A path whose activation quantizer declares a convention that saturates a block holding
++-Inf (`Convention.saturates_inf_block`: `e4m3_inf_block_scale_448`, vLLM's and torchao's
+NVFP4) is held to that instead: +-Inf gives `ROW_SATURATED`, the saturated activation
+holding +-float32 max in that place. Both saturate the block alike: its scale quotient
+(at least fmax / 6 / global, the global at most fmax / 2688) exceeds E4M3's 448, and
++-fmax times any finite positive multiplier clamps to the element max, as +-Inf does.
+
 Every other row must be bit-identical to the same path's output on the clean activation:
 a special value stays in its row.
 """
@@ -30,6 +37,7 @@ from typing import Any
 
 import torch
 
+from harness.core.conventions import saturates_inf_block, with_conventions
 from harness.core.inputs import bias_vector, calibration_batch, scaled_normal, static_scale_for
 from harness.core.quantize import QuantizedLinear, quantize_linear
 from harness.core.schemes import SCHEMES, Scheme, get_scheme
@@ -90,6 +98,8 @@ def expected_special_row(scheme: Scheme, kind: str) -> str:
     act = scheme.activation
     if act is None:
         return ROW_NAN if kind == "nan" else ROW_SIGNED_INF
+    if kind != "nan" and saturates_inf_block(act):  # a declared convention (module doc)
+        return ROW_SATURATED
     if act.scale_fmt.nan_for_nonfinite_block or act.dynamic:
         return ROW_NAN
     return ROW_NAN if kind == "nan" else ROW_SATURATED
@@ -103,8 +113,11 @@ class SpecialInputs:
     saturated: torch.Tensor | None  # clean with +-qmax * static scale there (static specs)
 
 
-def special_inputs(scheme_name: str, kind: str) -> SpecialInputs:
-    """Seeded layer and activations for one scheme and special value."""
+def special_inputs(
+    scheme_name: str, kind: str, conventions: frozenset[str] = frozenset()
+) -> SpecialInputs:
+    """Seeded layer and activations for one scheme and special value; ``conventions``: the
+    path's activation conventions (the saturated activation follows them, module doc)."""
     scheme = get_scheme(scheme_name)
     m, n, k = SPECIAL_SHAPE
     base = f"special/{scheme_name}"
@@ -121,5 +134,7 @@ def special_inputs(scheme_name: str, kind: str) -> SpecialInputs:
     if layer.input_scale is not None and act is not None and kind != "nan":
         saturated = x.clone()
         bound = act.qmax * float(layer.input_scale.reshape(()))
+        if saturates_inf_block(with_conventions(act, conventions)):
+            bound = torch.finfo(torch.float32).max  # saturates as Inf does (module doc)
         saturated[SPECIAL_ROW, SPECIAL_COL] = bound if kind == "pos_inf" else -bound
     return SpecialInputs(layer, x, special, saturated)

@@ -20,13 +20,16 @@ the correctly loaded layer, and |x| @ |W|^T for the error bound.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import torch
 
 from harness.core.formats import decode, get_format
+from harness.core.hard_inputs import plant_reciprocal_ties, reciprocal_tie_scale, tail_amax
 from harness.core.inputs import generator, scaled_normal
 from harness.core.quantize import (
     QuantizedTensor,
@@ -61,6 +64,8 @@ class LoadingCase:
     weight_gain: tuple[float, ...]  # factor on each shard's float weight
     input_gain: tuple[float, ...]  # factor on each shard's calibrated static input scale
     negative_zeros: bool = False  # plant values that quantize to -0 (0x80 in e4m3fn)
+    k: int = 0  # K of the layer (0: the scheme's default, `_k`)
+    design: str = ""  # an input design of DESIGNS (designed cases only; no golden)
 
 
 CASES: tuple[LoadingCase, ...] = (
@@ -86,7 +91,27 @@ CASES: tuple[LoadingCase, ...] = (
         negative_zeros=True,
     ),
 )
-CASES_BY_NAME = {c.name: c for c in CASES}
+# Designed cases: built at test time from their seeds and checked against the reference
+# quantizer's float64 product (no golden entry). ``reciprocal_ties``: one static input scale
+# S that is not a power of two, with activation elements at ties of x / S that a reciprocal
+# multiply crosses (harness.core.hard_inputs); ``long_rows``: fused shards of K = 4224
+# (33 * 128) whose rows, and the activation's, peak in their last 64 columns.
+RECIPROCAL_TIES = "reciprocal_ties"
+LONG_ROWS = "long_rows"
+LONG_K = 4224
+LONG_TAIL = 64
+DESIGNED_CASES: tuple[LoadingCase, ...] = (
+    LoadingCase("static_ties", (("", 1),), (1.0,), (1.0,), design=RECIPROCAL_TIES),
+    LoadingCase(
+        "long_k",
+        (("q_proj", 1), ("k_proj", 1)),
+        (1.0, 0.37),
+        (1.0, 1.5),
+        k=LONG_K,
+        design=LONG_ROWS,
+    ),
+)
+CASES_BY_NAME = {c.name: c for c in (*CASES, *DESIGNED_CASES)}
 
 
 def fp8_schemes() -> list[str]:
@@ -103,7 +128,9 @@ def _unit(scheme: Scheme) -> int:
     return rows if rows is not WHOLE and rows > 1 else 16
 
 
-def _k(scheme: Scheme) -> int:
+def _k(scheme: Scheme, case: LoadingCase | None = None) -> int:
+    if case is not None and case.k:
+        return case.k
     cols = scheme.weight.block[1]
     return max(64, cols if cols is not WHOLE else 0)
 
@@ -120,7 +147,7 @@ def _plant_negative_zeros(w: torch.Tensor, name: str) -> torch.Tensor:
 
 
 def _weights(scheme: Scheme, case: LoadingCase) -> dict[str, torch.Tensor]:
-    k, unit = _k(scheme), _unit(scheme)
+    k, unit = _k(scheme, case), _unit(scheme)
     out = {}
     for (name, units), gain in zip(case.shards, case.weight_gain, strict=True):
         base = f"loading/{scheme.name}/{case.name}/{name or 'weight'}"
@@ -131,8 +158,28 @@ def _weights(scheme: Scheme, case: LoadingCase) -> dict[str, torch.Tensor]:
         w = w.to(torch.bfloat16).float()
         if case.negative_zeros:
             w = _plant_negative_zeros(w, base)
+        if case.design == LONG_ROWS:
+            w = tail_amax(w, LONG_TAIL)
         out[name] = w
     return out
+
+
+def _reciprocal_tie_inputs(
+    x: torch.Tensor, scheme: Scheme, case: LoadingCase
+) -> tuple[torch.Tensor, dict[str, torch.Tensor] | None]:
+    """``x`` with rows 0 and 1 at ties of x / S, and S as every shard's static input scale
+    (S = s * 2^e of `reciprocal_tie_scale`, the smallest with qmax * S above max|x|)."""
+    act = scheme.activation
+    fmt = act.format if act is not None else scheme.weight.format
+    spec = act if act is not None else scheme.weight
+    rt = reciprocal_tie_scale(fmt)
+    exponent = math.ceil(math.log2(float(x.abs().max()) / (spec.qmax * rt.scale)))
+    scale = rt.scale * 2.0**exponent
+    x, _ = plant_reciprocal_ties(x, spec, scale)
+    if act is None or act.dynamic:
+        return x, None
+    s = torch.tensor(scale, dtype=torch.float32)
+    return x, {name: s for name, units in case.shards if units}
 
 
 def build_case_checkpoint(
@@ -142,15 +189,19 @@ def build_case_checkpoint(
     scheme = get_scheme(scheme_name)
     case = CASES_BY_NAME[case_name]
     base_name = f"loading/{scheme_name}/{case_name}"
-    x = scaled_normal(f"{base_name}/x", TOKENS, _k(scheme), scheme.activation)
+    x = scaled_normal(f"{base_name}/x", TOKENS, _k(scheme, case), scheme.activation)
+    if case.design == LONG_ROWS:
+        x = tail_amax(x, LONG_TAIL)
     margins = {
         name: CALIBRATION_MARGINS[i % len(CALIBRATION_MARGINS)]
         for i, (name, _) in enumerate(case.shards)
     }
     input_scales = None
     act = scheme.activation
-    if act is not None and not act.dynamic:
-        calibration = scaled_normal(f"{base_name}/calibration", TOKENS, _k(scheme), act)
+    if case.design == RECIPROCAL_TIES:
+        x, input_scales = _reciprocal_tie_inputs(x, scheme, case)
+    elif act is not None and not act.dynamic:
+        calibration = scaled_normal(f"{base_name}/calibration", TOKENS, _k(scheme, case), act)
         base = calibrate_input_scale(calibration * CALIBRATION_BATCH_GAIN, act).reshape(())
         input_scales = {
             name: base * gain * margins[name]
@@ -215,14 +266,18 @@ def merged_input_scale(ckpt: LinearCheckpoint) -> torch.Tensor | None:
     return None if not scales else torch.stack(scales).max().reshape(1, 1)
 
 
-def _bias_for(y: torch.Tensor, name: str) -> torch.Tensor:
-    """Bias of half to all of each column's largest |y|, random sign, bf16-valued.
+def _bias_for(y: torch.Tensor, name: str, floor: torch.Tensor | None = None) -> torch.Tensor:
+    """Bias of half to all of each column's largest |y| (or of ``floor`` where that is
+    larger), random sign, bf16-valued.
 
     Column-relative, so it dwarfs every column's error bound: 0, 1 and 2 applications of
-    it are told apart whatever the spread of the outputs.
+    it are told apart whatever the spread of the outputs. Long rows whose outputs cancel
+    pass a ``floor`` above their accumulation bound (designed cases only).
     """
     gen = generator(name)
     peak = y.abs().amax(dim=0)
+    if floor is not None:
+        peak = torch.maximum(peak, floor)
     magnitude = (0.5 + 0.5 * torch.rand(y.shape[1], generator=gen)) * peak
     sign = torch.where(torch.rand(y.shape[1], generator=gen) < 0.5, -1.0, 1.0)
     return (magnitude * sign).to(torch.bfloat16).float()
@@ -243,7 +298,13 @@ def build_loading_golden(scheme_name: str, case_name: str) -> GoldenData:
     y = a @ w.t()
     data = GoldenData()
     data.exact["x"] = x.to(torch.bfloat16)
-    data.exact["bias"] = _bias_for(y, f"loading/{scheme_name}/{case_name}/bias").to(torch.bfloat16)
+    abs_product = a.abs() @ w.abs().t()
+    floor = None
+    if case.design:  # 8 gamma_{K+1}(u32) times each column's largest sum of magnitudes
+        k = int(x.shape[1])
+        floor = 8 * (k + 1) * 2.0**-24 * abs_product.amax(dim=0)
+    bias = _bias_for(y, f"loading/{scheme_name}/{case_name}/bias", floor)
+    data.exact["bias"] = bias.to(torch.bfloat16)
     for i, shard in enumerate(ckpt.shards):
         data.exact[f"shard{i}.weight_codes"] = ckpt.shard_codes(shard).clone()
         if shard.weight_scale is not None:
@@ -251,7 +312,7 @@ def build_loading_golden(scheme_name: str, case_name: str) -> GoldenData:
         if shard.input_scale is not None:
             data.exact[f"shard{i}.input_scale"] = shard.input_scale
     data.reference["y_ref"] = y.float()
-    data.reference["abs_product"] = (a.abs() @ w.abs().t()).float()
+    data.reference["abs_product"] = abs_product.float()
     return data
 
 
@@ -286,6 +347,13 @@ register_each(
     build_loading_golden,
     ((golden_entry(s, c.name), (s, c.name)) for s in fp8_schemes() for c in CASES),
 )
+
+
+@lru_cache(maxsize=16)
+def designed_case_data(scheme_name: str, case_name: str) -> GoldenData:
+    """A designed case's tensors as its golden would hold them, built here from the seeds
+    (`build_loading_golden`, which computes its reference with the reference quantizer)."""
+    return build_loading_golden(scheme_name, case_name)
 
 
 # ------------------------------------------------------------------- suite params
@@ -323,9 +391,10 @@ def loading_params(
     loaders: tuple[str, ...] = ("",),
     paths: tuple[str, ...] = ("",),
     biases: tuple[bool, ...] = (True,),
+    cases: tuple[LoadingCase, ...] = CASES,
 ) -> Iterator[LoadingParams]:
     for scheme in fp8_schemes():
-        for case in CASES:
+        for case in cases:
             for flavour in FLAVOURS:
                 for loader in loaders:
                     for path in paths:

@@ -23,12 +23,12 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from harness.models.recipes import Recipe, tool_version
 from harness.models.tiny import TinyModel, build_float_model, config_json
+from harness.store.tempfiles import make_temp_dir, sweep_stale
 
 BUILD_VERSION = 1
 ROOT_ENV = "QHARNESS_MODEL_CACHE"
@@ -60,7 +60,8 @@ def _build(target: Path, make: Callable[[Path], object]) -> Path:
     if (target / "config.json").exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    sweep_stale(target.parent)  # a build killed before its rename
+    staging = make_temp_dir(target.parent, target.name)
     try:
         make(staging)
         os.replace(staging, target)

@@ -81,11 +81,16 @@ class ModelRun:
         calls = [c for per_prompt in self.capture["calls"][layer] for c in per_prompt]
         return torch.cat([x for x, _ in calls]), torch.cat([y for _, y in calls])
 
-    def float_weight(self, layer: str) -> torch.Tensor:
+    def float_tensors(self) -> dict[str, torch.Tensor]:
+        """The float checkpoint's tensors (read once)."""
         if not self._float:
             for file in sorted(self.float_folder.glob("*.safetensors")):
                 self._float |= load_file(str(file))
-        return torch.cat([self._float[f"{m}.weight"] for m in layer_modules(self.ckpt)[layer]])
+        return self._float
+
+    def float_weight(self, layer: str) -> torch.Tensor:
+        tensors = self.float_tensors()
+        return torch.cat([tensors[f"{m}.weight"] for m in layer_modules(self.ckpt)[layer]])
 
 
 _RUNS: dict[tuple[str, str, str], ModelRun] = {}

@@ -12,6 +12,7 @@ converts scales to float32 for the harness's validators and records that it did.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,20 +39,50 @@ def _key(args: dict[str, Any] | None) -> tuple[Any, ...] | None:
         args.get("type"),
         args.get("num_bits"),
         args.get("strategy"),
-        bool(args.get("dynamic")),
+        bool(args.get("dynamic")),  # "local" (NVFP4 activations' local scales) is dynamic
         None if block is None else tuple(block),
+        args.get("group_size"),
     )
 
 
-# (weights args, input-activation args) as compressed-tensors writes them -> harness scheme
+# (weights args, input-activation args) as compressed-tensors writes them (type, bits,
+# strategy, dynamic, block, group size; None: activations not quantized) -> harness scheme
+NVFP4_W = ("float", 4, "tensor_group", False, None, 16)
+MXFP4_W = ("float", 4, "group", False, None, 32)
 SCHEMES_BY_CONFIG: dict[tuple[Any, Any], str] = {
-    (("float", 8, "channel", False, None), ("float", 8, "token", True, None)): "fp8_per_channel",
-    (("float", 8, "tensor", False, None), ("float", 8, "tensor", False, None)): "fp8_per_tensor",
     (
-        ("float", 8, "block", False, (128, 128)),
-        ("float", 8, "group", True, None),
+        ("float", 8, "channel", False, None, None),
+        ("float", 8, "token", True, None, None),
+    ): "fp8_per_channel",
+    (
+        ("float", 8, "tensor", False, None, None),
+        ("float", 8, "tensor", False, None, None),
+    ): "fp8_per_tensor",
+    (
+        ("float", 8, "block", False, (128, 128), None),
+        ("float", 8, "group", True, None, 128),
     ): "fp8_per_block",
+    (NVFP4_W, None): "w_nvfp4",
+    (NVFP4_W, ("float", 4, "tensor_group", True, None, 16)): "w_nvfp4_a_nvfp4",
+    (MXFP4_W, None): "w_mxfp4",
+    (MXFP4_W, ("float", 4, "group", True, None, 32)): "w_mxfp4_a_mxfp4",
+    (
+        ("float", 8, "group", False, None, 32),
+        ("float", 8, "group", True, None, 32),
+    ): "w_mxfp8_a_mxfp8",
 }
+
+
+# a quantized module's tensors, as the tools name them (FP8; packed FP4; NVFP4 global scales)
+STORED_FIELDS = (
+    "weight",
+    "weight_packed",
+    "weight_scale",
+    "weight_global_scale",
+    "input_scale",
+    "input_global_scale",
+    "bias",
+)
 
 
 @dataclass(frozen=True)
@@ -64,27 +95,87 @@ class ModelCheckpoint:
     tensors: dict[str, torch.Tensor]
     quantized: tuple[str, ...]  # checkpoint module names with a quantized weight
     ignored: tuple[str, ...] = field(default_factory=tuple)
+    method: str = "compressed-tensors"  # the config's quant_method (the tool's format)
 
     def stored_dtypes(self, module: str) -> dict[str, str]:
         return {
             f: str(self.tensors[f"{module}.{f}"].dtype).removeprefix("torch.")
-            for f in ("weight", "weight_scale", "input_scale", "bias")
+            for f in STORED_FIELDS
             if f"{module}.{f}" in self.tensors
         }
 
 
-def scheme_of(config: dict[str, Any]) -> Scheme:
-    """The harness scheme of a compressed-tensors config (one config group only)."""
-    qc = config.get("quantization_config")
-    if not isinstance(qc, dict) or not qc.get("config_groups"):
-        raise ValueError("config.json has no compressed-tensors quantization_config")
+def _quark_key(args: dict[str, Any] | None) -> tuple[Any, ...] | None:
+    if args is None:
+        return None
+    return (
+        args.get("dtype"),
+        args.get("qscheme"),
+        bool(args.get("is_dynamic")),
+        args.get("group_size"),
+        args.get("scale_calculation_mode"),
+    )
+
+
+# (weight, input tensors) of Quark's global_quant_config (dtype, qscheme, dynamic, group
+# size, E8M0 scale rounding) -> harness scheme
+QUARK_SCHEMES: dict[tuple[Any, Any], str] = {
+    (
+        ("fp8_e4m3", "per_tensor", False, None, None),
+        ("fp8_e4m3", "per_tensor", False, None, None),
+    ): "fp8_per_tensor",
+    (
+        ("fp4", "per_group", False, 32, "even"),
+        ("fp4", "per_group", True, 32, "even"),
+    ): "w_mxfp4_a_mxfp4@even",
+}
+
+
+def _quark_scheme(qc: dict[str, Any]) -> str:
+    """A Quark config's scheme (its global config; per-layer configs are not supported)."""
+    if qc.get("layer_quant_config") or qc.get("layer_type_quant_config"):
+        raise ValueError("Quark per-layer quant configs are not supported")
+    g = qc.get("global_quant_config") or {}
+    key = (_quark_key(g.get("weight")), _quark_key(g.get("input_tensors")))
+    if key not in QUARK_SCHEMES:
+        raise ValueError(f"no harness scheme for Quark arguments {key}")
+    return QUARK_SCHEMES[key]
+
+
+def _compressed_tensors_scheme(qc: dict[str, Any]) -> str:
+    if not qc.get("config_groups"):
+        raise ValueError("config.json has no compressed-tensors config groups")
     groups = list(qc["config_groups"].values())
     if len(groups) != 1:
         raise ValueError(f"{len(groups)} config groups; one is supported")
     key = (_key(groups[0].get("weights")), _key(groups[0].get("input_activations")))
     if key not in SCHEMES_BY_CONFIG:
         raise ValueError(f"no harness scheme for compressed-tensors arguments {key}")
-    return get_scheme(SCHEMES_BY_CONFIG[key])
+    return SCHEMES_BY_CONFIG[key]
+
+
+# the config's ``quant_method`` -> how its scheme is read
+SCHEME_READERS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "compressed-tensors": _compressed_tensors_scheme,
+    "quark": _quark_scheme,
+}
+
+
+def quant_method(config: dict[str, Any]) -> str:
+    qc = config.get("quantization_config")
+    method = qc.get("quant_method") if isinstance(qc, dict) else None
+    if method not in SCHEME_READERS:
+        raise ValueError(
+            f"config.json's quantization_config has quant_method {method!r}; "
+            f"known: {sorted(SCHEME_READERS)}"
+        )
+    return str(method)
+
+
+def scheme_of(config: dict[str, Any]) -> Scheme:
+    """The harness scheme of a compressed-tensors (one config group) or Quark (one global
+    config) checkpoint's config."""
+    return get_scheme(SCHEME_READERS[quant_method(config)](config["quantization_config"]))
 
 
 def _split(name: str) -> tuple[str, str, str]:
@@ -99,8 +190,11 @@ def read_model_checkpoint(folder: Path) -> ModelCheckpoint:
     quantized = tuple(
         sorted(module for module, _, kind in map(_split, tensors) if kind == "weight_scale")
     )
-    ignored = tuple(config["quantization_config"].get("ignore", []))
-    return ModelCheckpoint(folder, config, scheme_of(config), tensors, quantized, ignored)
+    qc = config["quantization_config"]
+    ignored = tuple(qc.get("ignore") or qc.get("exclude") or [])
+    return ModelCheckpoint(
+        folder, config, scheme_of(config), tensors, quantized, ignored, quant_method(config)
+    )
 
 
 def vllm_layer_name(module: str) -> tuple[str, str]:

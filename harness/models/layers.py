@@ -158,7 +158,14 @@ def layer_reference(
     a = x.double() if xq is None else xq.dequantize(torch.float64)
     w = layer.weight.dequantize(torch.float64)
     acc = linear_gemm_interval(a, w, layer.bias, numerics)
-    bound = acc.radius + rounding_bound(acc.center, numerics.out_dtype, numerics.output_roundings)
+    out, roundings = numerics.out_dtype, numerics.output_roundings
+    before = numerics.roundings_before_bias if layer.bias is not None else 0
+    product = acc.center if layer.bias is None else acc.center - layer.bias.double()
+    bound = (
+        acc.radius
+        + rounding_bound(product, out, before)
+        + rounding_bound(acc.center, out, roundings - before)
+    )
     return LayerReference(acc.center, bound, acc.lo, acc.hi)
 
 

@@ -5,6 +5,9 @@ quantized one, and the harness scheme the result is, so each layer can be held t
 scheme's reference. The table `RECIPES` is explicit; nothing is inferred from names. The
 tools are imported inside the functions that call them: the harness does not depend on them.
 
+AMD Quark: ``LLMTemplate.get(model_type).get_config(scheme=...)``, ``ModelQuantizer(config)
+.quantize_model(model, calibration batches)``, ``export_safetensors`` (Quark format).
+
 llm-compressor: ``oneshot(model=..., recipe=QuantizationModifier(...))`` on the model loaded
 from the float folder (``oneshot`` reads the config from ``name_or_path``), then
 ``save_pretrained(..., save_compressed=True)`` (compressed-tensors format). Static presets
@@ -95,12 +98,43 @@ def _llmcompressor(model: TinyModel, recipe: Recipe, src: Path, dst: Path) -> No
     net.save_pretrained(dst, save_compressed=True)
 
 
+def _quark(model: TinyModel, recipe: Recipe, src: Path, dst: Path) -> None:
+    """AMD Quark: its LLM template's scheme for the architecture, calibrated on the seeded
+    token batches (static scales), exported real-quantized (``export_safetensors``)."""
+    from quark.torch import LLMTemplate, ModelQuantizer, export_safetensors
+    from transformers import AutoModelForCausalLM
+
+    net = AutoModelForCausalLM.from_pretrained(src, torch_dtype=torch.bfloat16).eval()
+    template = LLMTemplate.get(str(model.config["model_type"]))
+    config = template.get_config(scheme=recipe.preset, exclude_layers=["lm_head"])
+    tokens = torch.tensor(calibration_tokens(model))
+    # a tensor is indexable by row, as a Dataset: batches of 4 sequences
+    calibration: torch.utils.data.DataLoader[torch.Tensor] = torch.utils.data.DataLoader(
+        tokens,  # type: ignore[arg-type]
+        batch_size=4,
+    )
+    quantized = ModelQuantizer(config).quantize_model(net, calibration)
+    with torch.no_grad():
+        export_safetensors(quantized, dst)
+
+
 LLMC = "llmcompressor"
+QUARK = "amd-quark"
 RECIPES: dict[str, Recipe] = {
     r.name: r
     for r in (
         Recipe(LLMC, "FP8_DYNAMIC", "fp8_per_channel", False, _llmcompressor),
         Recipe(LLMC, "FP8", "fp8_per_tensor", True, _llmcompressor),
         Recipe(LLMC, "FP8_BLOCK", "fp8_per_block", False, _llmcompressor),
+        # the MX / FP4 presets of llm-compressor 0.14 with a harness scheme (MXFP8A16, MX
+        # weights with bf16 activations, has none); NVFP4 calibrates its input global scale
+        Recipe(LLMC, "NVFP4A16", "w_nvfp4", False, _llmcompressor),
+        Recipe(LLMC, "NVFP4", "w_nvfp4_a_nvfp4", True, _llmcompressor),
+        Recipe(LLMC, "MXFP4A16", "w_mxfp4", False, _llmcompressor),
+        Recipe(LLMC, "MXFP4", "w_mxfp4_a_mxfp4", False, _llmcompressor),
+        Recipe(LLMC, "MXFP8", "w_mxfp8_a_mxfp8", False, _llmcompressor),
+        # Quark's FP8 per-tensor static and OCP MXFP4 (E8M0 scales rounded "even")
+        Recipe(QUARK, "fp8", "fp8_per_tensor", True, _quark),
+        Recipe(QUARK, "mxfp4", "w_mxfp4_a_mxfp4@even", False, _quark),
     )
 }

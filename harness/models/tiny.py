@@ -50,18 +50,46 @@ class TinyModel:
     moe: bool = False
     # module-name suffixes a quantizer must leave alone besides lm_head (MoE routers)
     keep_float: tuple[str, ...] = field(default_factory=tuple)
+    # the recipes (harness.models.recipes names) this model is made with; empty: all
+    recipes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def experts(self) -> int:
+        return int(self.config.get("num_local_experts", 0))
+
+    def checkpoint_layers(self) -> list[str]:
+        """The layers of the checkpoint files, grouped as vLLM fuses them
+        (`harness.models.files.layer_modules`): for a MoE model each expert's gate/up
+        shards and its down projection, one layer each."""
+        return self._layers(per_expert=True)
 
     def quantized_layers(self) -> list[str]:
         """The vLLM modules a quantizer that targets every Linear but lm_head (and the
-        routers) must have quantized, in model order."""
+        routers) must have quantized, in model order (a MoE block's experts are one)."""
+        return self._layers(per_expert=False)
+
+    def moe_blocks(self) -> list[str]:
+        """vLLM's fused experts module of each MoE block (none for a dense model)."""
+        if not self.moe:
+            return []
+        layers = range(int(self.config["num_hidden_layers"]))
+        return [f"model.layers.{i}.block_sparse_moe.experts" for i in layers]
+
+    def _layers(self, per_expert: bool) -> list[str]:
         names = []
+        blocks = self.moe_blocks()
         for i in range(int(self.config["num_hidden_layers"])):
             prefix = f"model.layers.{i}"
             names += [f"{prefix}.self_attn.qkv_proj", f"{prefix}.self_attn.o_proj"]
-            if self.moe:
-                names.append(f"{prefix}.block_sparse_moe.experts")
-            else:
+            if not self.moe:
                 names += [f"{prefix}.mlp.gate_up_proj", f"{prefix}.mlp.down_proj"]
+                continue
+            experts = blocks[i]
+            if not per_expert:
+                names.append(experts)
+                continue
+            for j in range(self.experts):
+                names += [f"{experts}.{j}.gate_up_proj", f"{experts}.{j}.down_proj"]
         return names
 
     @property
@@ -69,13 +97,14 @@ class TinyModel:
         return bool(self.config.get("attention_bias") or self.config.get("mlp_bias"))
 
 
+FP8_RECIPES = ("llmcompressor:FP8_DYNAMIC", "llmcompressor:FP8", "llmcompressor:FP8_BLOCK")
 MODELS: dict[str, TinyModel] = {
     m.name: m
     for m in (
         TinyModel(
             "llama_tiny",
             {**COMMON, "architectures": ["LlamaForCausalLM"], "model_type": "llama"},
-            "dense Llama: fused qkv and gate-up shards, no bias",
+            "dense Llama: fused qkv and gate-up shards, no bias (every recipe)",
         ),
         TinyModel(
             "llama_tiny_bias",
@@ -86,6 +115,21 @@ MODELS: dict[str, TinyModel] = {
                 "attention_bias": True,
             },
             "dense Llama with q/k/v/o biases (the dropped-bias class)",
+            recipes=FP8_RECIPES,
+        ),
+        TinyModel(
+            "mixtral_tiny",
+            {
+                **COMMON,
+                "architectures": ["MixtralForCausalLM"],
+                "model_type": "mixtral",
+                "num_local_experts": 4,
+                "num_experts_per_tok": 2,
+            },
+            "Mixtral MoE: 4 experts, top-2, the routers left in bf16",
+            moe=True,
+            keep_float=(".gate",),
+            recipes=("llmcompressor:FP8_DYNAMIC",),
         ),
     )
 }
@@ -116,8 +160,8 @@ def seeded_value(model: str, name: str, param: torch.Tensor) -> torch.Tensor:
         return 1.0 + 0.1 * z
     if kind == "bias":
         return 0.5 * z
-    if param.dim() == 2 and owner not in EMBEDDINGS:
-        return z / math.sqrt(param.shape[1])
+    if param.dim() >= 2 and owner not in EMBEDDINGS:  # [.., N, K] (fused experts: [E, N, K])
+        return z / math.sqrt(param.shape[-1])
     return z
 
 

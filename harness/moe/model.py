@@ -274,6 +274,9 @@ class MoETrace:
     # so the suite can compare paths element by element where rounding is determined.
     gate_up: torch.Tensor | None = None  # float32 [T * k, 2I], GEMM 1
     y: torch.Tensor | None = None  # float32 [T * k, H], GEMM 2, before the combine
+    # The routing the path chose, when it routed itself (`SelfRoutingMoEPath`): rows above
+    # follow its slot order. None when the suite's routing was handed in.
+    routing: Routing | None = None
 
 
 def combine(y: torch.Tensor, routing: Routing) -> torch.Tensor:

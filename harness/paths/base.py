@@ -70,6 +70,9 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).split(".")[-1]
 
 
+OVERFLOW_RULES = ("ieee", "saturate")
+
+
 @dataclass(frozen=True)
 class Numerics:
     """How a path (or kernel) rounds between exact operands and its output.
@@ -86,6 +89,27 @@ class Numerics:
     operand_dtype: torch.dtype | None = None  # operands rounded to this first; None: exact
     epilogue_roundings: int = 0  # accumulation-dtype roundings after the sum (scale multiplies)
     activation_dtype: torch.dtype = torch.float32  # MoE: dtype of SiLU-and-mul between GEMMs
+    # Of the output roundings, those applied to the product before the bias is added (a
+    # kernel that returns the GEMM in the output dtype, then adds the bias there): their
+    # error scales with |product|, not with the smaller |product + bias| where they cancel.
+    roundings_before_bias: int = 0
+    # linear: float32 roundings each term's operands pass through beyond the two that
+    # applying their scales takes (harness.paths.bounds), e.g. a stored reciprocal scale
+    # inverted on load, or a second operand's own scale multiplies
+    extra_term_roundings: int = 0
+    # A result beyond the output dtype's largest finite value: "ieee" (round to nearest:
+    # +-Inf from max + half an ULP up, what the reference and a plain cast do) or
+    # "saturate" (+-max, as some engines' epilogues do); docs/SCHEMES.md#output-overflow.
+    overflow: str = "ieee"
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.roundings_before_bias <= self.output_roundings:
+            raise ValueError(
+                f"roundings_before_bias={self.roundings_before_bias} must lie in "
+                f"[0, output_roundings={self.output_roundings}]"
+            )
+        if self.overflow not in OVERFLOW_RULES:
+            raise ValueError(f"overflow {self.overflow!r}: one of {OVERFLOW_RULES}")
 
     def round_operand(self, values: torch.Tensor) -> torch.Tensor:
         """Operand values as the kernel multiplies them (float32)."""
@@ -94,8 +118,13 @@ class Numerics:
         return values.to(self.operand_dtype).float()
 
     def round_output(self, values: torch.Tensor) -> torch.Tensor:
-        """The kernel's final rounding of its float32 result (round to nearest even)."""
-        return values.float().to(self.out_dtype).float()
+        """The kernel's final rounding of its float32 result (round to nearest even; past
+        the output dtype's range as ``overflow`` says)."""
+        values = values.float()
+        if self.overflow == "saturate" and self.out_dtype != torch.float32:
+            top = torch.finfo(self.out_dtype).max
+            values = values.clamp(-top, top)  # NaN stays NaN
+        return values.to(self.out_dtype).float()
 
     def describe(self) -> str:
         op = "exact" if self.operand_dtype is None else _dtype_name(self.operand_dtype)
@@ -106,7 +135,8 @@ class Numerics:
         )
         out = _dtype_name(self.out_dtype)
         act = _dtype_name(self.activation_dtype)
-        return f"operands {op}, {acc} accumulate, out {out}, SiLU in {act}"
+        saturating = ", saturating" if self.overflow == "saturate" else ""
+        return f"operands {op}, {acc} accumulate, out {out}{saturating}, SiLU in {act}"
 
 
 EXACT_FP32 = Numerics(out_dtype=torch.float32)  # exact operands, float32 sum and output

@@ -124,8 +124,8 @@ def linear_gemm_interval(
     ``numerics`` computes and rounds it; linear and loading suites share it.
 
     Per term: K roundings (product, K - 1 additions), the scale roundings not declared as
-    epilogue roundings, one for a bias added in the float32 sum; the center is a float64
-    sum of K products (+ the bias).
+    epilogue roundings, the declared ``extra_term_roundings``, one for a bias added in the
+    float32 sum; the center is a float64 sum of K products (+ the bias).
     """
     k = int(a.shape[1])
     numerics = _linear_operands(numerics)
@@ -135,7 +135,7 @@ def linear_gemm_interval(
     abs_product = a_op.abs() @ w_op.abs().t() + b.abs()
     per_term_scales = max(0, LINEAR_SCALE_ROUNDINGS - numerics.epilogue_roundings)
     with_bias = 0 if bias is None else 1
-    terms = k + per_term_scales + with_bias
+    terms = k + per_term_scales + numerics.extra_term_roundings + with_bias
     return gemm_interval(center, abs_product, numerics, terms, k + with_bias)
 
 

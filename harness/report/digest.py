@@ -21,7 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.report.frame import _number, _text, benchmark_rows, run_columns, run_key
+from harness.report.frame import (
+    _number,
+    _text,
+    benchmark_rows,
+    record_rows,
+    run_columns,
+    run_key,
+)
 from harness.report.matrix import Cell, MatrixFold
 from harness.report.regress import BAD
 from harness.report.results import read_results
@@ -78,6 +85,7 @@ class RunDigest:
     sqnr_medians: dict[str | None, float] = field(default_factory=dict)  # linear, per scheme
     peaks: dict[str, float] = field(default_factory=dict)  # memory suite, largest per scheme
     benchmarks: list[dict[str, Any]] = field(default_factory=list)  # frame rows
+    models: list[dict[str, Any]] = field(default_factory=list)  # the model suite's frame rows
 
     @property
     def tests(self) -> int:
@@ -103,6 +111,7 @@ class _Fold:
         self.sqnr: dict[str | None, list[float]] = {}
         self.peaks: dict[str, float] = {}
         self.rows = 0
+        self.models: list[dict[str, Any]] = []  # records of the model section (a few per model)
 
     def add(
         self,
@@ -139,6 +148,8 @@ class _Fold:
     def record(self, r: dict[str, Any]) -> None:
         """One record of a (validated) results document, as `record_rows` reads it."""
         metrics = r.get("metrics") or {}
+        if isinstance(metrics.get("model"), str) and isinstance(metrics.get("model_check"), str):
+            self.models.append(r)  # what `model_rows` reads
         self.add(
             _text(r.get("nodeid")),
             _text(r.get("suite")) or "other",
@@ -171,6 +182,7 @@ def digest_run(run: Path) -> RunDigest:
     run_id = run_id_of(results)
     columns = run_columns(doc, run_id)
     platform = run_key(doc)
+    models = record_rows({**doc, "records": fold.models}, run_id) if fold.models else []
     head = (
         bool(doc.get("partial")),
         str(doc.get("created") or ""),
@@ -216,4 +228,5 @@ def digest_run(run: Path) -> RunDigest:
         sqnr_medians={s: statistics.median(v) for s, v in fold.sqnr.items()},
         peaks=fold.peaks,
         benchmarks=benchmarks,
+        models=models,
     )

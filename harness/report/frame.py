@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.report.models_section import MODEL_COLUMNS, model_values
 from harness.report.rundir import platform_key
 
 HISTORY_SCHEMA = "qharness.history/1"
@@ -51,6 +52,7 @@ COLUMNS: dict[str, str] = {
     "peak_bytes": "float64",
     "bench_mean_s": "float64",
     "bench_stddev_s": "float64",
+    **MODEL_COLUMNS,  # the model suite's case and logits metrics (models_section)
 }
 
 
@@ -141,6 +143,7 @@ def record_rows(doc: dict[str, Any], run_id: str) -> list[dict[str, Any]]:
                 "sqnr_floor_db": _number(metrics.get("sqnr_floor_db")),
                 "worst_error_to_bound": _number(metrics.get("worst_error_to_bound")),
                 "peak_bytes": _number(metrics.get("peak_bytes")),
+                **model_values(metrics),
             }
         )
     return rows

@@ -13,6 +13,7 @@ from pathlib import Path
 from harness.report import plots
 from harness.report.escape import html_text
 from harness.report.matrix import Cell
+from harness.report.models_section import model_rows, models_html
 from harness.report.nightly import NightlyReport
 
 STYLE = """
@@ -165,6 +166,7 @@ def render_html(report: NightlyReport, page_path: Path) -> str:
 <h2>Regressions ({n_reg})</h2>{_regressions(report)}
 <h2>Failures ({len(report.failures)})</h2>{_failures(report, Path(page_path).parent)}
 <h2>Skips by reason, per platform</h2>{_skips(report)}
+{models_html(model_rows(report.models))}
 <h2>Plots</h2>{plot_html}
 </body></html>
 """

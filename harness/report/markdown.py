@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from harness.report.escape import md_inline
 from harness.report.grouping import group_items, grouped_markdown, without_runner_paths
+from harness.report.models_section import model_rows, models_markdown
 from harness.report.nightly import NightlyReport
 
 SUMMARY_LIMIT = 60_000
@@ -94,6 +95,7 @@ def summary_markdown(report: NightlyReport, html_link: str | None = "report.html
         "",
     ]
     lines += grouped_markdown(failure_groups)
+    lines += models_markdown(model_rows(report.models), heading="###")
     if report.notes:
         lines += ["", f"### Warnings ({len(report.notes)})", ""]
         lines += list(_capped([f"- {md_inline(n, 400)}" for n in report.notes]))
@@ -136,4 +138,5 @@ def full_markdown(report: NightlyReport) -> str:
     if not report.skips:
         lines.append("none")
     lines += [f"- note: {md_inline(n)}" for n in report.notes]
+    lines += models_markdown(model_rows(report.models))
     return "\n".join(lines) + "\n"

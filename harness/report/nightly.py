@@ -32,6 +32,7 @@ from harness.report.identity import (
     shared_key_notes,
 )
 from harness.report.matrix import Cell, matrix_of
+from harness.report.models_section import model_regressions
 from harness.report.plain import column_values
 from harness.report.regress import BAD, Regression, find_regressions
 from harness.report.runs import load_run
@@ -88,6 +89,8 @@ class NightlyReport:
     sqnr: pd.DataFrame = field(default_factory=lambda: _empty(SQNR_COLUMNS))
     peaks: pd.DataFrame = field(default_factory=lambda: _empty(PEAK_COLUMNS))
     benchmarks: pd.DataFrame = field(default_factory=lambda: _empty(COLUMNS))
+    # the model suite's rows of the reported runs (`harness.report.models_section`)
+    models: pd.DataFrame = field(default_factory=lambda: _empty(COLUMNS))
 
     @property
     def platforms(self) -> list[str]:
@@ -347,7 +350,9 @@ class _Comparer:
                 old = index.rows([baseline])
         if old is not None:
             notes += baseline_notes(platform, mine, str(baseline), old)
-            regressions = find_regressions(mine, old, index.earlier(platform, run))
+            earlier = index.earlier(platform, run)
+            regressions = find_regressions(mine, old, earlier)
+            regressions += model_regressions(mine, old, earlier)
         failing = mine[mine["outcome"].isin(BAD)]
         since = _failing_since(every, failing) if len(failing) else []
         listed = {r.nodeid for r in regressions}
@@ -359,6 +364,12 @@ class _Comparer:
             if nodeid in listed
         }
         return _Compared(baseline, notes, regressions, since, cases)
+
+
+def _model_rows(current: dict[str, RunDigest]) -> pd.DataFrame:
+    """The model suite's rows of the reported runs, keyed by runner (the model section)."""
+    rows = [row for run in current.values() for row in run.models]
+    return keyed_by_runner(typed(pd.DataFrame(rows, columns=list(COLUMNS))))
 
 
 def _peaks(current: dict[str, RunDigest]) -> pd.DataFrame:
@@ -462,6 +473,7 @@ def build_report(
         sqnr=known.sqnr_medians(),
         peaks=_peaks(current),
         benchmarks=known.benchmark_rows(),
+        models=_model_rows(current),
     )
 
 

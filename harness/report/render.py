@@ -15,6 +15,8 @@ from typing import Any
 import pandas as pd
 
 from harness.report.escape import md_inline, one_line
+from harness.report.frame import records_frame
+from harness.report.models_section import model_regressions, model_rows, models_text
 from harness.report.plain import plain_rows, plain_text
 from harness.report.regress import PEAK_GROWTH, SQNR_DROP_DB, Regression, find_regressions
 from harness.report.results import read_results
@@ -35,6 +37,7 @@ class _Rows:
         self.rows: list[tuple[Any, ...]] = []
         self.names: dict[tuple[Any, str], str] = {}
         self.words: dict[Any, Any] = {}
+        self.models: list[dict[str, Any]] = []  # the model section's records (a few per model)
 
     def _name(self, value: Any, missing: str) -> str:
         found = self.names.get((value, missing))
@@ -44,6 +47,8 @@ class _Rows:
 
     def add(self, r: dict[str, Any]) -> None:
         metrics = r.get("metrics") or {}
+        if isinstance(metrics.get("model"), str) and isinstance(metrics.get("model_check"), str):
+            self.models.append(r)  # what `model_rows` reads
         outcome = self.words.setdefault(r["outcome"], r["outcome"])
         reason = r.get("reason")
         self.rows.append(
@@ -62,9 +67,10 @@ class _Rows:
 
 
 def _read(results: Path) -> tuple[dict[str, Any], pd.DataFrame]:
-    """The results document without its records, and the records as a table: the file is
-    streamed (`harness.report.stream`), so a run of a million records is never one
-    document; one the stream cannot vouch for is read whole (its error, or its records)."""
+    """The results document with only its model section's records, and every record as a
+    table: the file is streamed (`harness.report.stream`), so a run of a million records is
+    never one document; one the stream cannot vouch for is read whole (its error, or its
+    records)."""
     rows = _Rows()
     head = stream_results(results, rows.add)
     if head is None:
@@ -74,7 +80,7 @@ def _read(results: Path) -> tuple[dict[str, Any], pd.DataFrame]:
             rows.add(record)
         head = {k: v for k, v in doc.items() if k != "records"}
         del doc
-    return head, pd.DataFrame(rows.rows, columns=COLUMNS)
+    return {**head, "records": rows.models}, pd.DataFrame(rows.rows, columns=COLUMNS)
 
 
 _LEGACY_FORMS = {
@@ -100,7 +106,8 @@ def _legacy_line(r: Regression) -> str:
 def regressions(results: Path | str, baseline: Path | str) -> list[str]:
     """Regressions of ``results`` against ``baseline`` (rules: `harness.report.regress`)."""
     new, old = load_run(Path(results)), load_run(Path(baseline))
-    return [one_line(_legacy_line(r), 2000) for r in find_regressions(new.frame, old.frame)]
+    found = find_regressions(new.frame, old.frame) + model_regressions(new.frame, old.frame)
+    return [one_line(_legacy_line(r), 2000) for r in found]
 
 
 MOE_SQNR_NOTE = (
@@ -170,6 +177,7 @@ def render_report(
     if len(bad) > max_rows:
         lines.append(f"- ... and {len(bad) - max_rows} more")
     lines += _sqnr_sections(df)
+    lines += models_text(model_rows(records_frame(doc, Path(results).stem)))
     peaks = df.dropna(subset=["peak_bytes"])
     if not peaks.empty:
         lines += ["", "## Largest peak memory per scheme and path (bytes)", ""]

@@ -22,6 +22,7 @@ from typing import Any
 
 from harness.core.files import UnreadableFileError, read_regular_file
 from harness.errors import QHarnessError, filesystem_fault
+from harness.report.models_section import NUMERIC_METRICS as MODEL_NUMERIC_METRICS
 from harness.store.atomic import write_text_atomic
 from harness.version import __version__
 
@@ -100,7 +101,13 @@ class ResultsError(QHarnessError):
 
 OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
 # Metrics the report compares numerically; other metrics (kernel names, ...) are free-form.
-NUMERIC_METRICS = ("sqnr_db", "term_sqnr_db", "sqnr_floor_db", "peak_bytes")
+NUMERIC_METRICS = (
+    "sqnr_db",
+    "term_sqnr_db",
+    "sqnr_floor_db",
+    "peak_bytes",
+    *MODEL_NUMERIC_METRICS,  # the model suite's logits metrics
+)
 # Metrics that count something (bytes): finite and non-negative. SQNR may be inf (exact).
 COUNT_METRICS = ("peak_bytes",)
 PLATFORM_FIELDS = ("device", "arch", "name", "torch_version")

@@ -4,7 +4,8 @@ A run id is the UTC minute, the platform key and a short host tag
 (``20261201T0300Z-gfx942-a1b2``), so runs from several runners sort by time and never
 collide. Each run directory holds the files named in `RunDir`; `latest` is a symlink to the
 newest (or, where symlinks are unavailable, a one-line file naming it), and
-``latest.json`` a copy of its results for scripts written against older versions.
+``latest.json`` its results for scripts written against older versions: a symlink to
+``latest/results.json``, so the two can never name different runs (`update_latest`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from harness.errors import QHarnessError
 from harness.platform.simulate import key_of
 from harness.store.atomic import point_symlink_atomic, write_bytes_atomic, write_text_atomic
+from harness.store.tempfiles import sweep_stale
 
 RESULTS_NAME = "results.json"
 LATEST_LINK = "latest"
@@ -87,8 +89,10 @@ class RunDir:
 
 
 def create_run_dir(reports: Path, run_id: str) -> RunDir:
-    """Make ``reports/<run_id>`` (``-2``, ``-3``... if that minute's id is taken)."""
+    """Make ``reports/<run_id>`` (``-2``, ``-3``... if that minute's id is taken). First,
+    the temp files killed runs left in ``reports/`` and its run directories are removed."""
     reports.mkdir(parents=True, exist_ok=True)
+    sweep_reports(reports)
     for n in range(1, 1000):
         candidate = reports / (run_id if n == 1 else f"{run_id}-{n}")
         try:
@@ -99,15 +103,50 @@ def create_run_dir(reports: Path, run_id: str) -> RunDir:
     raise RunDirError(f"{reports}: too many runs named {run_id}")
 
 
-def update_latest(reports: Path, run: RunDir) -> None:
-    """Point ``reports/latest`` at ``run`` and copy its results to ``latest.json``, atomically."""
-    link = reports / LATEST_LINK
+def sweep_reports(reports: Path) -> None:
+    """Remove dead writers' temp files (`harness.store.tempfiles`) from ``reports/``, each
+    run directory and its ``repro/``: a run killed while writing is never written again."""
+    sweep_stale(reports)
     try:
-        point_symlink_atomic(link, run.run_id)
+        runs = [e for e in os.scandir(reports) if e.is_dir(follow_symlinks=False)]
     except OSError:
-        write_text_atomic(link, run.run_id + "\n")
+        return
+    for entry in runs:
+        sweep_stale(Path(entry.path))
+        sweep_stale(Path(entry.path) / "repro")
+
+
+# What ``latest.json`` links to: whatever ``latest`` names, so one rename moves both.
+LATEST_JSON_TARGET = f"{LATEST_LINK}/{RESULTS_NAME}"
+
+
+def update_latest(reports: Path, run: RunDir) -> None:
+    """Point ``reports/latest`` at ``run``; ``latest.json`` follows it.
+
+    ``latest.json`` is a symlink to ``latest/results.json``, made (over an older copy)
+    before ``latest`` moves, so the one atomic replace of ``latest`` moves both and a kill
+    at any point leaves them naming the same run. Where symlinks are unavailable ``latest``
+    is a one-line file and ``latest.json`` a copy written after it: ``latest`` is then the
+    one to trust (`resolve_latest`), and the next run rewrites the copy."""
+    link = reports / LATEST_LINK
+    json_link = reports / LATEST_JSON
+    try:
+        if not _links_to(json_link, LATEST_JSON_TARGET):
+            point_symlink_atomic(json_link, LATEST_JSON_TARGET)
+        point_symlink_atomic(link, run.run_id)
+        return
+    except OSError:
+        pass
+    write_text_atomic(link, run.run_id + "\n")
     if run.results.is_file():
-        write_bytes_atomic(reports / LATEST_JSON, run.results.read_bytes())
+        write_bytes_atomic(json_link, run.results.read_bytes())
+
+
+def _links_to(link: Path, target: str) -> bool:
+    try:
+        return os.readlink(link) == target
+    except OSError:
+        return False
 
 
 def resolve_latest(reports: Path) -> RunDir | None:

@@ -2,13 +2,16 @@
 
 Write to a temporary file in the same directory, fsync it, then `os.replace` it over the
 target (atomic on POSIX within one file system). Used for results, reports and pointers.
+Temp names say which process made them (`harness.store.tempfiles`): the first write into a
+directory removes the temp files a killed writer left there.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
+
+from harness.store.tempfiles import make_temp_file, sweep_once, sweep_stale, temp_name
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
@@ -17,7 +20,8 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        sweep_once(path.parent)
+        fd, tmp = make_temp_file(path.parent, path.name)
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror, str(path)) from exc
     try:
@@ -48,7 +52,11 @@ def write_text_atomic(path: Path, text: str) -> None:
 def point_symlink_atomic(link: Path, target: str) -> None:
     """Make ``link`` a symlink to ``target`` (relative), replacing any old one atomically."""
     link = Path(link)
-    tmp = link.with_name(f".{link.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
+    sweep_stale(link.parent)  # a pointer moves once per run: always worth a look
+    tmp = link.with_name(temp_name(link.name))
     os.symlink(target, tmp)
-    os.replace(tmp, link)
+    try:
+        os.replace(tmp, link)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -35,6 +35,7 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -87,6 +88,8 @@ class GoldenData:
 
     exact: dict[str, torch.Tensor] = field(default_factory=dict)
     reference: dict[str, torch.Tensor] = field(default_factory=dict)
+    # the store it was loaded from, so a message about it names that store's refresh command
+    store_root: Path | None = field(default=None, compare=False, repr=False)
 
     @property
     def tensors(self) -> dict[str, torch.Tensor]:
@@ -140,14 +143,30 @@ class GoldenUsageError(GoldenError):
     exit_code = EXIT_USAGE
 
 
-def refresh_command(entry: str) -> str:
-    return f"python -m harness golden refresh --only '{entry}'"
+def refresh_command(entry: str, root: Path | None = None) -> str:
+    """The command that rebuilds ``entry`` in the store at ``root``: ``--root`` is added
+    whenever that is not the default store, so the command can be pasted as it is."""
+    return f"python -m harness golden refresh --only '{entry}'{root_option(root)}"
+
+
+def root_option(root: Path | None) -> str:
+    """`` --root DIR`` (absolute, shell-quoted) for a store other than the default one, or
+    nothing: what a suggested command must carry to act on the store the user named."""
+    if root is None or _is_default_root(root):
+        return ""
+    return f" --root {shlex.quote(os.path.abspath(root))}"
+
+
+def _is_default_root(root: Path) -> bool:
+    from harness.store.locations import golden_root
+
+    return Path(root).resolve() == golden_root().resolve()
 
 
 def missing_entry_hint(entry: str, root: Path) -> str:
     """What to do about a missing entry: never a refresh into an installed package's copy
     (site-packages); for another store, a refresh with its ``--root``."""
-    from harness.store.locations import SHIPPED_ROOT, golden_root
+    from harness.store.locations import SHIPPED_ROOT
 
     resolved = Path(root).resolve()
     if resolved.is_relative_to(SHIPPED_ROOT.resolve()):
@@ -156,10 +175,7 @@ def missing_entry_hint(entry: str, root: Path) -> str:
             "reinstall qharness), or point --qharness-golden / ini qharness_golden at a store "
             f"of your own and run: {refresh_command(entry)} --root DIR"
         )
-    command = refresh_command(entry)
-    if resolved != golden_root().resolve():
-        command += f" --root '{root}'"
-    return f"create it with: {command}"
+    return f"create it with: {refresh_command(entry, root)}"
 
 
 # --------------------------------------------------------------------- serialization
@@ -252,13 +268,13 @@ def regenerated(entry: str, name: str, tensor: torch.Tensor, data: GoldenData) -
     if stored is None:
         raise GoldenError(
             f"golden {entry} has no {name}_sha256 (written when it stored {name} itself?); "
-            f"run: {refresh_command(entry)}"
+            f"run: {refresh_command(entry, data.store_root)}"
         )
     if not torch.equal(tensor_digest(tensor), stored):
         raise GoldenError(
             f"golden {entry}: the regenerated {name} differs from the one the golden was built "
             "from (its generator or torch changed?); if intended, review and run: "
-            f"{refresh_command(entry)}"
+            f"{refresh_command(entry, data.store_root)}"
         )
     return tensor
 
@@ -390,7 +406,7 @@ class GoldenStore:
             return {"format": MANIFEST_FORMAT, "encoding": MANIFEST_ENCODING, "entries": {}}
         fix = (
             "restore it from git (`git checkout -- golden/MANIFEST.json`), or delete it and run "
-            "`python -m harness golden refresh`"
+            f"`python -m harness golden refresh{root_option(self.root)}`"
         )
         try:
             data = json.loads(read_regular_file(path, "golden manifest").decode("utf-8"))
@@ -413,7 +429,7 @@ class GoldenStore:
             path = self.file_for(entry)
         except UnsafePathError as exc:
             raise GoldenError(
-                f"{exc}; restore it from git or run: {refresh_command(entry)}"
+                f"{exc}; restore it from git or run: {refresh_command(entry, self.root)}"
             ) from None
         if record is None or not (path.exists() or path.is_symlink()):
             hint = missing_entry_hint(entry, self.root)
@@ -421,13 +437,16 @@ class GoldenStore:
         try:
             raw = read_regular_file(path, "golden file")
         except UnreadableFileError as exc:
-            raise GoldenError(f"{exc}; regenerate it with: {refresh_command(entry)}") from None
+            raise GoldenError(
+                f"{exc}; regenerate it with: {refresh_command(entry, self.root)}"
+            ) from None
         if _sha256(raw) != record["sha256"]:
             raise GoldenError(
                 f"{path} does not match its manifest sha256 (corrupted or edited by hand); "
-                f"restore it from git, or regenerate it with: {refresh_command(entry)}"
+                f"restore it from git, or regenerate it with: {refresh_command(entry, self.root)}"
             )
         data = _deserialize(path)
+        data.store_root = self.root
         self._cache[entry] = data
         return data
 
@@ -668,9 +687,15 @@ class GoldenStore:
         for entry in sorted(set(recorded) - set(all_builders)):
             problems.append(f"{entry}: in the manifest but no builder produces it (orphaned)")
         known = {f"{e}.safetensors" for e in recorded}
-        for name in _store_files(self.root):
+        entry_files = _store_files(self.root)
+        for name in entry_files:
             if name not in known:
                 problems.append(f"{self.root / name}: not listed in {MANIFEST_NAME}")
+        for name in _stray_files(self.root, set(entry_files)):
+            problems.append(
+                f"{self.root / name}: stray file, not a golden entry (the store holds only "
+                f"{MANIFEST_NAME} and <entry>.safetensors files); move it out of the store"
+            )
         for entry in wanted:
             try:
                 stored = self.load(entry)
@@ -685,7 +710,7 @@ class GoldenStore:
                 problems.append(
                     f"{entry}: stale, recomputed tensors differ ({'; '.join(details[:3])}"
                     f"{'; ...' if len(details) > 3 else ''}); review, then run: "
-                    f"{refresh_command(entry)}"
+                    f"{refresh_command(entry, self.root)}"
                 )
         return problems
 
@@ -741,6 +766,25 @@ def _store_files(root: Path) -> list[str]:
         base = Path(dirpath).relative_to(root)
         names = [*filenames, *dirnames]  # a directory named x.safetensors is a problem too
         found += [(base / n).as_posix() for n in names if Path(n).suffix == ".safetensors"]
+    return sorted(found)
+
+
+def _stray_files(root: Path, entry_files: set[str]) -> list[str]:
+    """Relative names of everything under ``root`` that is neither the manifest, nor one of
+    ``entry_files`` (`_store_files`), nor in the refresh journal: a ``.pt`` or ``.txt`` left
+    there, a copy in a hidden or oddly named directory, a symlinked directory. The store owns
+    every file in it; an audit that skipped the others would pass a store holding anything."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        base = Path(dirpath).relative_to(root)
+        if base == Path("."):
+            dirnames[:] = [d for d in dirnames if d != JOURNAL_NAME]
+        linked = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        dirnames.sort()
+        for name in [*filenames, *linked]:
+            relative = (base / name).as_posix()
+            if relative != MANIFEST_NAME and relative not in entry_files:
+                found.append(relative)
     return sorted(found)
 
 

@@ -2,7 +2,9 @@
 
 Adding a run writes its partition to a staging directory and renames it into place, so a
 reader sees a whole run or none of it; a run already present is left as it is (adding the
-same run twice keeps one copy). Nothing here ever deletes a stored run. The table's columns
+same run twice keeps one copy). A staging directory a killed ``add`` left behind is never
+read as a run, and the next ``add`` removes it (`harness.store.tempfiles`: its owner is
+gone). Nothing here ever deletes a stored run. The table's columns
 and their meaning are the caller's (`harness.report.frame`), documented in docs/HISTORY.md.
 """
 
@@ -11,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -19,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.errors import QHarnessError
+from harness.store.tempfiles import make_temp_dir, sweep_stale
 
 PARTITION_PREFIX = "run="
 DATA_FILE = "data.parquet"
@@ -65,7 +67,8 @@ class HistoryStore:
         if (target / DATA_FILE).is_file():
             return False
         self.root.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=self.root))
+        sweep_stale(self.root)  # what a killed add left staged
+        staging = make_temp_dir(self.root, "staging")
         try:
             table = pa.Table.from_pandas(frame, preserve_index=False)
             table = table.replace_schema_metadata(

@@ -23,6 +23,8 @@ from harness.store.bundle_names import SUFFIX as SUFFIX  # re-exported: bundle n
 from harness.store.bundle_names import bundle_filename as bundle_filename
 
 BUNDLE_FORMAT = "qharness.repro/1"
+# Metadata fields the re-runners read as JSON objects (`write_bundle`'s callers write them so).
+OBJECT_FIELDS = ("case", "platform")
 
 
 class ReproError(QHarnessError):
@@ -63,8 +65,14 @@ def read_bundle(path: Path) -> Bundle:
         raise ReproError(f"{path} is not a readable safetensors file ({exc})") from exc
     try:
         meta = json.loads(raw or "")
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # not JSON, or nested past any bundle's
         meta = None
     if not isinstance(meta, dict) or meta.get("format") != BUNDLE_FORMAT:
         raise ReproError(f"{path} is not a qharness repro bundle (format {BUNDLE_FORMAT})")
+    for name in OBJECT_FIELDS:  # null counts as absent, as the re-runners read it
+        if not isinstance(meta.get(name) or {}, dict):
+            raise ReproError(
+                f"{path}: metadata field {name!r} must be an object, got "
+                f"{type(meta[name]).__name__} (a damaged or hand-edited bundle)"
+            )
     return Bundle(tensors, meta)

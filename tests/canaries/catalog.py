@@ -16,15 +16,18 @@ LINEAR = "suites/test_linear.py"
 LOADING = "suites/test_loading.py"
 MEMORY = "suites/test_memory.py"
 MOE = "suites/test_moe.py"
+MOE_ROUTING = "suites/test_moe_routing.py"
 TRACKER = "tests/memory/test_memory_tracker.py"
 FLOAT32_INPUTS = "suites/test_float32_activations.py"
 SPECIAL_VALUES = "suites/test_special_values.py"
+QUANTIZERS = "suites/test_quantizers.py"
 
 # kind -> entry-point group it is registered in (None: planted by tests.canaries.mutants)
 GROUPS: dict[str, str | None] = {
     "path": "qharness.paths",
     "moe_path": "qharness.moe_paths",
     "loader": "qharness.loaders",
+    "quantizer": "qharness.quantizers",
     "mutant": None,
 }
 
@@ -89,6 +92,11 @@ def moe(schemes: tuple[str, ...], tokens: Iterable[int] = (7,)) -> Selection:
     return Selection(MOE, f"({which}) and ({counts})", schemes)
 
 
+def moe_routing(schemes: tuple[str, ...]) -> Selection:
+    """Every self-routing case (configs x scoring x renormalize) of ``schemes``."""
+    return Selection(MOE_ROUTING, " or ".join(f"{s}-{{name}}-" for s in schemes), schemes)
+
+
 def loading(
     schemes: tuple[str, ...], flavours: tuple[str, ...], path: str = "emulated"
 ) -> Selection:
@@ -102,6 +110,12 @@ def loading(
     return Selection(LOADING, f"({which}) and ({flavour}) and {loader}", schemes)
 
 
+def quantizers(schemes: tuple[str, ...]) -> Selection:
+    """Quantizer-suite cases of the quantizer ``{name}``: ids are ``<quantizer>-<scheme>-...``."""
+    which = " or ".join(f"{{name}}-{s}-" for s in schemes)
+    return Selection(QUANTIZERS, which, schemes)
+
+
 def loading_path(schemes: tuple[str, ...], flavour: str = "e4m3fn") -> Selection:
     """Loaded-layer output through the path ``{name}`` (fp8 loader)."""
     which = " or ".join(f"{s}-" for s in schemes)
@@ -112,6 +126,7 @@ FP8 = ("fp8_per_tensor", "fp8_per_channel")
 P = "tests.canaries.paths"
 M = "tests.canaries.moe"
 L = "tests.canaries.loaders"
+Q = "tests.canaries.quantizers"
 
 
 def _path(name: str, cls: str, bug: str, *select: Selection, native: bool = False) -> Canary:
@@ -123,8 +138,17 @@ def _moe(name: str, cls: str, bug: str, *select: Selection) -> Canary:
     return Canary(name, bug, "moe_path", f"{M}:{cls}", "control_moe", select)
 
 
+def _router(name: str, cls: str, bug: str) -> Canary:
+    sel = moe_routing(("fp8_per_tensor",))
+    return Canary(name, bug, "moe_path", f"{M}:{cls}", "control_moe_router", (sel,))
+
+
 def _loader(name: str, obj: str, bug: str, *select: Selection) -> Canary:
     return Canary(name, bug, "loader", f"{L}:{obj}", "control_loader", select, isolated=True)
+
+
+def _quantizer(name: str, cls: str, bug: str, *select: Selection) -> Canary:
+    return Canary(name, bug, "quantizer", f"{Q}:{cls}", "control_quantizer", select)
 
 
 def _mutant(name: str, bug: str) -> Canary:
@@ -289,6 +313,81 @@ CANARIES: tuple[Canary, ...] = (
         "activation precision (SiLU in bf16)",
         moe(("fp8_per_tensor", "w_mxfp4")),
     ),
+    _router("canary_moe_router_ties_high", "RouterTiesToHigher", "MoE routing ties (higher index)"),
+    _router(
+        "canary_moe_router_softmax_after_topk",
+        "RouterSoftmaxAfterTopk",
+        "MoE routing softmax after top-k",
+    ),
+    _router(
+        "canary_moe_router_renorm_ignored",
+        "RouterRenormalizeIgnored",
+        "MoE routing renormalize flag ignored",
+    ),
+    _router(
+        "canary_moe_router_renorm_always",
+        "RouterRenormalizeAlways",
+        "MoE routing renormalized whatever the flag",
+    ),
+    _router(
+        "canary_moe_router_sigmoid_as_softmax",
+        "RouterSigmoidAsSoftmax",
+        "MoE routing sigmoid scored as softmax",
+    ),
+    # ---- round two: classes shown by the input designs (harness/linear/designs.py,
+    # harness/core/hard_inputs.py); docs/TEETH.md says which check catches each
+    _path(
+        "canary_mx_scale_bf16_copy",
+        "MxScaleFromBf16Copy",
+        "MX scale from a bf16 copy of an fp32 activation",
+        linear(("w_mxfp4_a_mxfp4", "w_mxfp8_a_mxfp8")),
+        float32_inputs(("w_mxfp8_a_mxfp8",)),
+    ),
+    _path(
+        "canary_static_reciprocal",
+        "StaticReciprocal",
+        "static quantization by rounded reciprocal",
+        linear(STATIC),
+        loading_path(STATIC),
+    ),
+    _path(
+        "canary_prefix_amax",
+        "PrefixAmax",
+        "per-token amax over a prefix of K",
+        linear(("fp8_per_channel",)),
+        loading_path(("fp8_per_channel",)),
+        float32_inputs(("fp8_per_channel",)),
+    ),
+    _path(
+        "canary_fp16_saturate",
+        "SaturatingFp16",
+        "saturating fp16 output (undeclared)",
+        linear(("fp8_per_tensor", "w_mxfp8_a_mxfp8"), dtypes=("fp16",)),
+    ),
+    _quantizer(
+        "canary_quantizer_bf16_input",
+        "Bf16InputQuantizer",
+        "quantizer rounds a float32 input to bf16",
+        quantizers(("fp8_per_channel", "fp8_per_tensor", "w_mxfp4", "w_mxfp8_a_mxfp8")),
+    ),
+    _path(
+        "canary_subnormal_ftz",
+        "SubnormalFlushToZero",
+        "subnormal flush-to-zero, dynamic scales",
+        linear(("fp8_per_channel", "w_mxfp8_a_mxfp8")),
+    ),
+    _path(
+        "canary_scale_grid_transposed",
+        "TransposedScaleGrid",
+        "transposed 128x128 weight-scale grid",
+        linear(("fp8_per_block",)),
+    ),
+    _path(
+        "canary_scale_bf16",
+        "ScaleInBf16",
+        "scale applied in bf16",
+        linear(("fp8_per_tensor",), dtypes=("bf16", "fp32")),
+    ),
 )
 
 # Correct plugins: each must pass every selection of the canaries that name it.
@@ -296,6 +395,8 @@ CONTROLS: dict[str, tuple[str, str]] = {  # name -> (kind, target)
     "control_kernel": ("path", f"{P}:ControlKernelPath"),
     "control_native": ("path", f"{P}:ControlNativePath"),
     "control_moe": ("moe_path", f"{M}:ControlMoEPath"),
+    "control_moe_router": ("moe_path", f"{M}:ControlRouterMoEPath"),
     "control_loader": ("loader", f"{L}:CONTROL_LOADER"),
+    "control_quantizer": ("quantizer", f"{Q}:ControlQuantizer"),
     "control_measurement": ("mutant", ""),
 }

@@ -3,9 +3,14 @@
 Control: `ControlMoEPath`, the built-in native MoE path (dispatch table and grouped kernels)
 under another name. Each canary changes one thing: the routing it hands to the block, the
 kernel's group bookkeeping, the activation's precision, or the dispatch table.
+The router canaries route themselves (`route_and_forward`); their control,
+`ControlRouterMoEPath`, routes with an independent float32 router, and each canary changes
+one rule of it.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import torch
 
@@ -24,6 +29,7 @@ from harness.moe.model import (
 )
 from harness.moe.paths.kernels import MOE_KERNELS, Bf16GroupedKernel, unsort
 from harness.moe.paths.native import NativeMoEPath
+from harness.moe.routing import RoutingSpec
 from harness.ops.grouped import grouped_mm_bf16
 from harness.paths.base import Support
 from harness.platform.info import PlatformInfo
@@ -156,3 +162,95 @@ class Mxfp4PrefixTable(ControlMoEPath):
 
 
 assert all(n in SCHEMES for n in _prefix_table()["cpu"][MXFP4_GROUPED])
+
+
+# ------------------------------------------------------------- self-routing canaries
+def float32_router(
+    logits: torch.Tensor, spec: RoutingSpec, *, tie_to_higher: bool = False
+) -> Routing:
+    """A router as engines write one: scores in float32, a stable descending sort of the
+    scores (ties to the lower index), the chosen scores optionally renormalized in float32.
+    ``tie_to_higher`` sorts the experts reversed, so ties go to the higher index."""
+    x = logits.float()
+    scores = torch.softmax(x, dim=-1) if spec.scoring == "softmax" else torch.sigmoid(x)
+    e = scores.shape[1]
+    if tie_to_higher:
+        order = e - 1 - torch.sort(scores.flip(1), dim=1, descending=True, stable=True).indices
+    else:
+        order = torch.sort(scores, dim=1, descending=True, stable=True).indices
+    ids = order[:, : spec.top_k].contiguous()
+    weights = scores.gather(1, ids)
+    if spec.renormalize:
+        weights = weights / weights.sum(dim=1, keepdim=True)
+    return Routing(ids, weights, e)
+
+
+class ControlRouterMoEPath(ControlMoEPath):
+    """Correct: the native MoE path that routes itself with `float32_router`, an
+    implementation independent of the reference's float64 one."""
+
+    name = "control_moe_router"
+
+    def router(self, logits: torch.Tensor, spec: RoutingSpec) -> Routing:
+        return float32_router(logits, spec)
+
+    def route_and_forward(
+        self,
+        layer: MoELayer,
+        x: torch.Tensor,
+        logits: torch.Tensor,
+        spec: RoutingSpec,
+        platform: PlatformInfo,
+    ) -> MoETrace:
+        routing = self.router(logits, spec)
+        return replace(self.forward(layer, x, routing, platform), routing=routing)
+
+
+class RouterTiesToHigher(ControlRouterMoEPath):
+    """Tie-break: equal scores go to the higher expert index."""
+
+    name = "canary_moe_router_ties_high"
+
+    def router(self, logits: torch.Tensor, spec: RoutingSpec) -> Routing:
+        return float32_router(logits, spec, tie_to_higher=True)
+
+
+class RouterSoftmaxAfterTopk(ControlRouterMoEPath):
+    """Softmax after top-k: the top k logits are chosen, then softmax over those k only."""
+
+    name = "canary_moe_router_softmax_after_topk"
+
+    def router(self, logits: torch.Tensor, spec: RoutingSpec) -> Routing:
+        if spec.scoring != "softmax":
+            return float32_router(logits, spec)
+        ids = torch.sort(logits.float(), dim=1, descending=True, stable=True).indices
+        ids = ids[:, : spec.top_k].contiguous()
+        weights = torch.softmax(logits.float().gather(1, ids), dim=-1)
+        return Routing(ids, weights, int(logits.shape[1]))
+
+
+class RouterRenormalizeIgnored(ControlRouterMoEPath):
+    """Renormalization: the renormalize flag is ignored (the weights are never divided)."""
+
+    name = "canary_moe_router_renorm_ignored"
+
+    def router(self, logits: torch.Tensor, spec: RoutingSpec) -> Routing:
+        return float32_router(logits, replace(spec, renormalize=False))
+
+
+class RouterRenormalizeAlways(ControlRouterMoEPath):
+    """Renormalization: the weights are renormalized whatever the flag says."""
+
+    name = "canary_moe_router_renorm_always"
+
+    def router(self, logits: torch.Tensor, spec: RoutingSpec) -> Routing:
+        return float32_router(logits, replace(spec, renormalize=True))
+
+
+class RouterSigmoidAsSoftmax(ControlRouterMoEPath):
+    """Scoring function: sigmoid routing is scored with softmax."""
+
+    name = "canary_moe_router_sigmoid_as_softmax"
+
+    def router(self, logits: torch.Tensor, spec: RoutingSpec) -> Routing:
+        return float32_router(logits, replace(spec, scoring="softmax"))

@@ -11,7 +11,7 @@ import dataclasses
 
 import torch
 
-from harness.core.formats import decode, get_format, pack_fp4, unpack_fp4
+from harness.core.formats import decode, encode, get_format, pack_fp4, unpack_fp4
 from harness.core.quantize import (
     QuantizedLinear,
     QuantizedTensor,
@@ -320,6 +320,138 @@ class OutDtypeViaBf16(ControlKernelPath):
         return super().epilogue(y, bias, torch.bfloat16).to(out_dtype)
 
 
+# ----------------------------------------------- round two: inputs that show the class
+def _amax_of_bf16_copy(x: torch.Tensor, spec: object) -> torch.Tensor:
+    """Tile amax of the activation's bf16 copy (the elements stay float32)."""
+    return tile_amax(x.to(torch.bfloat16).float(), spec)  # type: ignore[arg-type]
+
+
+class MxScaleFromBf16Copy(ControlKernelPath):
+    """MX scale from a bf16 copy: the block amax (and so the E8M0 scale) is taken from the
+    activation rounded to bf16, the elements are divided in float32 as they should be."""
+
+    name = "canary_mx_scale_bf16_copy"
+
+    def activation(self, x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
+        return _activation_with(x, layer, amax_fn=_amax_of_bf16_copy)
+
+
+class StaticReciprocal(ControlKernelPath):
+    """Static quantization by a rounded reciprocal, undeclared: a static activation scale
+    is inverted once in float32 and the elements multiplied by it (x * fl(1/s)), while the
+    path declares no `reciprocal` convention."""
+
+    name = "canary_static_reciprocal"
+
+    def activation(self, x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
+        spec = layer.scheme.activation
+        if spec is None or spec.dynamic or spec.scale_fmt.per_tensor_level:
+            return super().activation(x, layer)
+        assert layer.input_scale is not None
+        scale = layer.input_scale.float()
+        inverse = expand_scale((1 / scale).float(), spec, x.shape)
+        codes = encode((x.float() * inverse).float(), spec.format, spec.clamp_max)
+        return QuantizedTensor(codes, scale, spec).dequantize()
+
+
+PREFIX_COLUMNS = 1024  # one K tile of the kernel's reduction
+
+
+def _prefix_amax(x: torch.Tensor, spec: object) -> torch.Tensor:
+    """Tile amax over the first 1024 columns only where a tile is wider than that (a
+    per-token or per-tensor reduction that stops after the first K tile)."""
+    if tile_shape(spec, x.shape)[1] <= PREFIX_COLUMNS:  # type: ignore[arg-type]
+        return tile_amax(x, spec)  # type: ignore[arg-type]
+    return tile_amax(x[:, :PREFIX_COLUMNS], spec)  # type: ignore[arg-type]
+
+
+class PrefixAmax(ControlKernelPath):
+    """A reduction over part of a long row: the dynamic per-token (or per-tensor) amax of
+    the activation is taken over its first 1024 columns."""
+
+    name = "canary_prefix_amax"
+
+    def activation(self, x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
+        return _activation_with(x, layer, amax_fn=_prefix_amax)
+
+
+class SaturatingFp16(ControlKernelPath):
+    """Saturating fp16 output, undeclared: the epilogue clamps to +-65504 before the cast
+    (the path declares the default `Numerics.overflow` "ieee", which gives +-Inf)."""
+
+    name = "canary_fp16_saturate"
+
+    def epilogue(
+        self, y: torch.Tensor, bias: torch.Tensor | None, out_dtype: torch.dtype
+    ) -> torch.Tensor:
+        if bias is not None:
+            y = y + bias.float()
+        if out_dtype == torch.float16:
+            top = torch.finfo(torch.float16).max
+            y = y.clamp(-top, top)
+        return y.to(out_dtype)
+
+
+def _decode_flushing_subnormals(codes: torch.Tensor, fmt: str) -> torch.Tensor:
+    """The element codec with subnormal codes read as zero (flush-to-zero)."""
+    values = decode(codes, fmt)
+    return torch.where(values.abs() < get_format(fmt).min_normal, torch.zeros_like(values), values)
+
+
+class SubnormalFlushToZero(ControlKernelPath):
+    """Subnormal flush-to-zero: element codes below the format's smallest normal decode as
+    zero, in the activation (after its scales, dynamic ones included) and the weight."""
+
+    name = "canary_subnormal_ftz"
+
+    def activation(self, x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
+        xq = quantize_activation(x, layer.scheme, layer.input_scale)
+        if xq is None:
+            return x.float()
+        return dequantize_with(xq, decode_fn=_decode_flushing_subnormals)
+
+    def weight(self, layer: QuantizedLinear) -> torch.Tensor:
+        return dequantize_with(layer.weight, decode_fn=_decode_flushing_subnormals)
+
+
+def _expand_transposed(scale: torch.Tensor, spec: object, shape: torch.Size) -> torch.Tensor:
+    """The scale grid read with its two axes' strides swapped: the [rows, cols] grid's
+    memory taken as [cols, rows] row-major and reshaped back (a true transpose where the
+    grid is square; a column of scales, per-channel, is left as it is)."""
+    swapped = scale.t().contiguous().reshape(scale.shape)
+    return expand_scale(swapped, spec, shape)  # type: ignore[arg-type]
+
+
+class TransposedScaleGrid(ControlKernelPath):
+    """Transposed weight-scale grid: the 2-D block-scale grid is read with swapped axes."""
+
+    name = "canary_scale_grid_transposed"
+
+    def weight(self, layer: QuantizedLinear) -> torch.Tensor:
+        return dequantize_with(layer.weight, expand_fn=_expand_transposed)
+
+
+def _expand_bf16(scale: torch.Tensor, spec: object, shape: torch.Size) -> torch.Tensor:
+    """The scale grid rounded to bf16 before it is applied."""
+    return expand_scale(scale.to(torch.bfloat16).float(), spec, shape)  # type: ignore[arg-type]
+
+
+class ScaleInBf16(ControlKernelPath):
+    """A scale applied in bf16: activation and weight scales are rounded to bf16 before they
+    multiply the codes (exact for powers of two, E8M0 ones included)."""
+
+    name = "canary_scale_bf16"
+
+    def activation(self, x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
+        xq = quantize_activation(x, layer.scheme, layer.input_scale)
+        if xq is None:
+            return x.float()
+        return dequantize_with(xq, expand_fn=_expand_bf16)
+
+    def weight(self, layer: QuantizedLinear) -> torch.Tensor:
+        return dequantize_with(layer.weight, expand_fn=_expand_bf16)
+
+
 __all__ = [
     "AssumesContiguous",
     "Bf16Accumulation",
@@ -331,6 +463,7 @@ __all__ = [
     "ControlNativePath",
     "Fp4DecodeTable",
     "Fp4NibbleOrder",
+    "MxScaleFromBf16Copy",
     "Mxfp4PrefixDispatch",
     "NativeDropsBias",
     "NativeNoFp32Bias",
@@ -338,8 +471,14 @@ __all__ = [
     "NativeWeightCache",
     "OutDtypeViaBf16",
     "PartialBlockScale",
+    "PrefixAmax",
+    "SaturatingFp16",
+    "ScaleInBf16",
     "ScaleRoundingRceil",
     "SpecialValuesFlushed",
+    "StaticReciprocal",
     "StaticScaleIgnored",
+    "SubnormalFlushToZero",
     "TiesAway",
+    "TransposedScaleGrid",
 ]

@@ -140,7 +140,7 @@ def _owner(record: dict[str, object], session: Session) -> str | None:
         return session.owner
     nodeid = str(record["nodeid"])
     for name in session.plugins:
-        if f"-{name}-" in nodeid or f"-{name}]" in nodeid or f"[{name}]" in nodeid:
+        if any(f"{a}{name}{b}" in nodeid for a in "-[" for b in "-]"):
             return name
     return None
 

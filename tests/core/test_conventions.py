@@ -33,6 +33,19 @@ def test_min_scale_bounds_tiny_and_zero_rows() -> None:
     assert quantize(x, PER_TOKEN).scale.flatten()[1] == 1.0
 
 
+def test_amax_floor_bounds_zero_and_tiny_rows_only() -> None:
+    spec = with_conventions(PER_TOKEN, ["amax_floor_1e-10"])
+    x = torch.tensor([[1e-12, -2e-12], [0.0, 0.0], [448.0, 1.0], [3e-10, 1.0e-10]])
+    scale = quantize(x, spec).scale.flatten()
+    floor = torch.tensor(1e-10, dtype=torch.float32) / 448.0  # fp32(1e-10) / 448
+    assert scale[0] == floor  # amax 2e-12 is below the floor
+    assert scale[1] == floor  # a zero row gets the floor's scale, not the reference's 1
+    assert scale[2] == 1.0  # 448 / 448: above the floor, unchanged
+    assert scale[3] == torch.tensor(3e-10, dtype=torch.float32) / 448.0  # unchanged
+    assert quantize(x, PER_TOKEN).scale.flatten()[1] == 1.0
+    assert torch.equal(quantize(x, spec).codes[1], torch.zeros(2, dtype=torch.uint8))
+
+
 def test_reciprocal_scale_moves_a_tie() -> None:
     # x = fp32(15.5 * 1.7) and x / 1.7 = 15.5 exactly in float32: halfway between the e4m3
     # values 15 (odd mantissa) and 16, so RNE gives 16. fp32(1/1.7) is below 1/1.7, and

@@ -155,6 +155,51 @@ def test_one_ulp_off_fails_the_bit_exact_checks_at_that_element(golden_store: An
     assert not results["finite"].failed
 
 
+def _bias_after_rounding(golden_store: Any) -> tuple[torch.Tensor, Any]:
+    """fp8_per_tensor 37x16x128 with a bias that cancels 63/64 of row 0's product, computed
+    in vLLM's block-FP8 step order: the product rounded to fp16, then the bias added there."""
+    loaded = load_linear_case(
+        golden_store.load("linear/fp8_per_tensor"), "fp8_per_tensor", SHAPE, bias=False
+    )
+    product = get_path("emulated").forward(loaded.layer, loaded.x, torch.float32)
+    # The bias is a model-dtype parameter, so it is exact in fp16.
+    cancelling = -(product[0].double() * (1 - 2**-6)).to(torch.float16)
+    loaded.inputs["bias"] = cancelling.float()
+    y = product.to(torch.float16) + cancelling
+    return y, loaded
+
+
+def test_a_rounding_before_the_bias_is_declared_relative_to_the_product(
+    golden_store: Any,
+) -> None:
+    """vLLM's step order passes once declared (``roundings_before_bias``), and fails the
+    two-rounding bound relative to the result without the declaration: the check measures
+    the first rounding's error, it does not just widen everything."""
+    y, loaded = _bias_after_rounding(golden_store)
+    scheme = loaded.layer.scheme
+    plain = Numerics(torch.float16, output_roundings=2)
+    declared = Numerics(torch.float16, output_roundings=2, roundings_before_bias=1)
+    bound_without = expected_output(loaded, scheme, True, plain)
+    bound_with = expected_output(loaded, scheme, True, declared)
+    assert check_vs_golden_failed(y, bound_without)
+    assert not check_vs_golden_failed(y, bound_with)
+    # Where the bias outweighs the product, the declared bound is the tighter one: the
+    # declaration moves the first rounding's error to the product, it does not only widen.
+    assert bool((bound_with.bound < bound_without.bound).any())
+    # Without a bias the declaration changes nothing.
+    no_bias = expected_output(loaded, scheme, False, declared)
+    assert torch.equal(no_bias.bound, expected_output(loaded, scheme, False, plain).bound)
+
+
+def check_vs_golden_failed(y: torch.Tensor, exp: ExpectedOutput) -> bool:
+    return _by_name(linear_checks(y, None, exp, "native"))["vs_golden"].failed
+
+
+def test_numerics_rejects_more_roundings_before_the_bias_than_it_has() -> None:
+    with pytest.raises(ValueError, match="roundings_before_bias"):
+        Numerics(torch.float16, output_roundings=1, roundings_before_bias=2)
+
+
 # ------------------------------------------------------------------------ MoE
 def _moe(golden_store: Any) -> tuple[MoETrace, Any, MoECase]:
     case = MoECase("w_mxfp4_a_mxfp4", "emulated", 7, 8, 2, False)

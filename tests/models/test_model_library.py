@@ -16,7 +16,7 @@ from harness.core.inputs import generator
 from harness.core.quantize import quantize
 from harness.core.schemes import get_scheme
 from harness.loading.checkpoint import LinearCheckpoint, QuantConfig, Shard
-from harness.models.files import SCHEMES_BY_CONFIG, scheme_of
+from harness.models.files import QUARK_SCHEMES, SCHEMES_BY_CONFIG, scheme_of
 from harness.models.layers import (
     RuntimeTensors,
     layer_reference,
@@ -56,20 +56,41 @@ def _failed(results: list[CheckResult]) -> set[str]:
 
 def test_scheme_table_maps_compressed_tensors_configs() -> None:
     for (weights, acts), name in SCHEMES_BY_CONFIG.items():
-        keys = ("type", "num_bits", "strategy", "dynamic", "block_structure")
+        keys = ("type", "num_bits", "strategy", "dynamic", "block_structure", "group_size")
         config = {
             "quantization_config": {
+                "quant_method": "compressed-tensors",
                 "config_groups": {
                     "g": {
                         "weights": dict(zip(keys, weights, strict=True)),
-                        "input_activations": dict(zip(keys, acts, strict=True)),
+                        "input_activations": None
+                        if acts is None
+                        else dict(zip(keys, acts, strict=True)),
                     }
-                }
+                },
             }
         }
         assert scheme_of(config).name == name
     with pytest.raises(ValueError, match="no harness scheme"):
-        scheme_of({"quantization_config": {"config_groups": {"g": {"weights": {"num_bits": 4}}}}})
+        scheme_of(
+            {
+                "quantization_config": {
+                    "quant_method": "compressed-tensors",
+                    "config_groups": {"g": {"weights": {"num_bits": 4}}},
+                }
+            }
+        )
+    with pytest.raises(ValueError, match="quant_method"):
+        scheme_of({"quantization_config": {"config_groups": {}}})
+
+
+def test_scheme_table_maps_quark_configs() -> None:
+    keys = ("dtype", "qscheme", "is_dynamic", "group_size", "scale_calculation_mode")
+    for (weight, inputs), name in QUARK_SCHEMES.items():
+        g = {"weight": dict(zip(keys, weight, strict=True))}
+        g["input_tensors"] = dict(zip(keys, inputs, strict=True))
+        config = {"quantization_config": {"quant_method": "quark", "global_quant_config": g}}
+        assert scheme_of(config).name == name
 
 
 def test_weight_layout_follows_the_declared_k_axis() -> None:

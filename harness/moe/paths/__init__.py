@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from harness.registry import Registry
 
-from .base import MoEPath, MoEProblem
+from .base import (
+    MoEPath,
+    MoEProblem,
+    SelfRoutingMoEPath,
+    ranks_slots,
+    routes_itself,
+    routing_support,
+)
 
 ENTRY_POINT_GROUP = "qharness.moe_paths"
 
@@ -18,8 +25,12 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "MoEPath",
     "MoEProblem",
+    "SelfRoutingMoEPath",
     "get_moe_path",
     "moe_paths",
+    "ranks_slots",
+    "routes_itself",
+    "routing_support",
 ]
 
 

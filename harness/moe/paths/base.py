@@ -13,6 +13,7 @@ import torch
 
 from harness.core.schemes import Scheme
 from harness.moe.model import MoELayer, MoETrace, Routing
+from harness.moe.routing import RoutingSpec
 from harness.paths.base import Numerics, Support
 from harness.platform.info import PlatformInfo
 
@@ -54,3 +55,47 @@ class MoEPath(Protocol):
     ) -> MoETrace:
         """Run the block on x [T, H] with the given routing; output float32 [T, H]."""
         ...
+
+
+@runtime_checkable
+class SelfRoutingMoEPath(MoEPath, Protocol):
+    """An MoE path that routes itself, as fused-MoE kernels do: given router logits and a
+    `RoutingSpec` it scores, selects and weights the experts, runs the block, and returns
+    its trace with ``trace.routing`` set to the routing it used (ids [T, k] int64 in its
+    slot order, weights float32 [T, k]); the trace's rows follow that slot order.
+
+    Optional members: ``supports_routing(spec, platform) -> Support`` (default: every
+    spec), ``ranks_slots`` (default True: slots come in the reference's order, descending
+    score with ties to the lower index, and the suite checks the order; False: only each
+    token's set of experts and their weights are checked). Paths without
+    ``route_and_forward`` are handed the suite's routing through ``forward``, as before.
+    """
+
+    def route_and_forward(
+        self,
+        layer: MoELayer,
+        x: torch.Tensor,
+        logits: torch.Tensor,
+        spec: RoutingSpec,
+        platform: PlatformInfo,
+    ) -> MoETrace:
+        """Route x [T, H] by ``logits`` [T, E] as ``spec`` says and run the block."""
+        ...
+
+
+def routes_itself(path: object) -> bool:
+    """Whether ``path`` takes router logits (`SelfRoutingMoEPath.route_and_forward`)."""
+    return callable(getattr(path, "route_and_forward", None))
+
+
+def routing_support(path: object, spec: RoutingSpec, platform: PlatformInfo) -> Support:
+    """The path's ``supports_routing`` answer for ``spec``, or yes when it has none."""
+    supports = getattr(path, "supports_routing", None)
+    if not routes_itself(path):
+        return Support.no(f"MoE path {getattr(path, 'name', path)!r} does not route itself")
+    return Support.yes() if supports is None else supports(spec, platform)
+
+
+def ranks_slots(path: object) -> bool:
+    """Whether the path's routing slots are in the reference's order (default True)."""
+    return bool(getattr(path, "ranks_slots", True))

@@ -1,11 +1,18 @@
-"""The emulated MoE path: per-expert dequantize and float32 matmul, a loop over experts."""
+"""The emulated MoE path: per-expert dequantize and float32 matmul, a loop over experts.
+
+It also routes itself (`SelfRoutingMoEPath`) with the reference router, so the suite's
+routing cases run on every platform and the reference's routing contract is exercised.
+"""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import torch
 
 from harness.core.schemes import Scheme
 from harness.moe.model import MoELayer, MoETrace, Operand, QuantizedExperts, Routing, run_moe
+from harness.moe.routing import RoutingSpec, reference_route
 from harness.ops.matmul import full_fp32_matmul
 from harness.paths.base import EXACT_FP32, Numerics, PathBase, Support
 from harness.platform.info import PlatformInfo
@@ -45,3 +52,15 @@ class EmulatedMoEPath(PathBase):
         self, layer: MoELayer, x: torch.Tensor, routing: Routing, platform: PlatformInfo
     ) -> MoETrace:
         return run_moe(layer, x, routing, per_expert_gemm)
+
+    def route_and_forward(
+        self,
+        layer: MoELayer,
+        x: torch.Tensor,
+        logits: torch.Tensor,
+        spec: RoutingSpec,
+        platform: PlatformInfo,
+    ) -> MoETrace:
+        """Route with `reference_route` (on the device), then run the block."""
+        routing = reference_route(logits, spec)
+        return replace(run_moe(layer, x, routing, per_expert_gemm), routing=routing)

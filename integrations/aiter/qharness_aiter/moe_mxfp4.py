@@ -1,0 +1,277 @@
+"""aiter's MXFP4 fused MoE Triton kernel (`aiter.ops.triton.moe_op_mxfp4.fused_moe_mxfp4`,
+``tl.dot_scaled``) as a qharness MoE path, with aiter's token alignment.
+
+The block runs as `qharness_aiter.moe` runs aiter's FP8 `fused_moe`: the routing is aligned
+by `moe_align_block_size_triton`; the first grouped GEMM reads the input's token rows
+(``top_k`` = k), the second the intermediate's pair rows (``top_k`` = 1); both write bf16;
+SiLU-and-mul, the intermediate's quantization (the harness's reference quantizer) and the
+routing-weighted combine are the harness's (``mul_routed_weight`` False).
+
+Operands in aiter's layouts: weights [E, N, K/2] packed FP4 (element 0 in the low nibble)
+with E8M0 scale bytes [E, N, K/32] (``B_mx_scale``, unswizzled); activations packed FP4
+with E8M0 bytes (``A_mx_scale``), quantized by the harness's reference quantizer (the
+scheme's E8M0 rule: the kernel takes codes and scales whatever rule made them). The
+wrapper's other activation form, bf16/fp16/FP8 without block scales, matches no MX scheme:
+``w_mxfp4_a_fp8`` has 1x32 scales (the wrapper asserts ``A_mx_scale`` is None for it), and
+weight-only ``w_mxfp4`` would need the intermediate in bf16, which the harness's pipeline
+keeps in float32. The kernel also multiplies by a per-tensor ``A_scale`` and a
+per-expert ``B_scale`` (both asserted present): MX schemes have no such level, so both are
+1.0 (the product is then exact).
+
+Where: aiter ships MXFP4 MoE configs for MI350X (gfx950) only
+(``configs/moe/MI350X-MOE-MX_FP4.json``) and gfx942 has no FP4 arithmetic (aiter's
+``is_fp4_avail()``), so the gfx942 row runs none of the MX schemes (they count as skips with
+that reason). Launch configs: aiter's tuned config (`get_optimal_moe_config` with
+``use_mxfp4``: 64x64x128 blocks at the suite's sizes, so the one 32-element K block is a
+masked tail), or, for ``aiter_fused_moe_mxfp4_small_blocks``, 16x16x32 blocks (BLOCK_K a
+multiple of the MX block, as the kernel asserts): several N blocks and M blocks padding
+each expert's rows.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+
+from harness import (
+    EMULATE,
+    MOE_SCHEMES,
+    MX_BLOCK,
+    SCHEMES,
+    DispatchTable,
+    KnownFinding,
+    MoELayer,
+    MoEProblem,
+    MoETrace,
+    Numerics,
+    OperandContract,
+    PathBase,
+    PlatformInfo,
+    QuantizedTensor,
+    Routing,
+    Scheme,
+    Support,
+    choose,
+    combine,
+    dispatch_problems,
+    e8m0_encode,
+    pack_fp4,
+    platform_key,
+    quantize_operand,
+    silu_and_mul,
+)
+from qharness_aiter import ENGINE
+from qharness_aiter.interpreter import assume_as_hint
+from qharness_aiter.loader import AITER_ARCHS, aiter_triton, platform_support
+from qharness_aiter.moe import Aligned, align
+
+_MX_TILE = frozenset({(1, MX_BLOCK)})
+
+
+@dataclass(frozen=True)
+class MXFP4MoEMode:
+    """One operand pairing of `fused_moe_mxfp4` (a `KernelContract`)."""
+
+    name: str
+    operands: OperandContract
+
+    def accepts(self, scheme: Scheme) -> Support:
+        return self.operands.check(scheme)
+
+    def capability(self, scheme: Scheme) -> str:
+        return f"triton.dot_scaled.{scheme.weight.format}"
+
+
+# The wrapper takes A either as MXFP4 (uint8 with A_mx_scale) or without block scales
+# (bf16/fp16/fp8 and the per-tensor A_scale: "A_mx_scale should not exist when A is not
+# mxfp4"), so 1x32-scaled FP8 activations (w_mxfp4_a_fp8) are not a pairing it takes.
+A_MXFP4 = "fused_moe_mxfp4.a_mxfp4"
+MODES: dict[str, MXFP4MoEMode] = {
+    A_MXFP4: MXFP4MoEMode(
+        A_MXFP4, OperandContract(frozenset({"e2m1"}), "e8m0", _MX_TILE, _MX_TILE)
+    ),
+}
+
+# arch -> mode -> schemes (explicit names). The activation's E8M0 rule is the harness's
+# quantizer's: the kernel takes codes and scales whatever rule made them.
+MODE_SCHEMES: dict[str, dict[str, frozenset[str]]] = {
+    "gfx942": {A_MXFP4: frozenset()},  # no FP4 arithmetic, no MXFP4 MoE configs
+    "gfx950": {
+        A_MXFP4: frozenset(
+            {
+                "w_mxfp4_a_mxfp4",
+                "w_mxfp4_a_mxfp4@ceil",
+                "w_mxfp4_a_mxfp4@even",
+                "w_mxfp4_a_mxfp4@rceil",
+            }
+        ),
+    },
+}
+
+
+def moe_mxfp4_table() -> DispatchTable:
+    """For each aiter arch, real and simulated: its modes' schemes, every other emulated."""
+    table: dict[str, dict[str, frozenset[str]]] = {}
+    for arch in sorted(AITER_ARCHS):
+        row = dict(MODE_SCHEMES[arch])
+        row[EMULATE] = frozenset(MOE_SCHEMES) - frozenset().union(*row.values())
+        table[arch] = row
+        table[f"triton-interpret-{arch}"] = row
+    return table
+
+
+def moe_mxfp4_table_problems() -> list[str]:
+    return dispatch_problems(MOE_SCHEMES, MODES, moe_mxfp4_table())
+
+
+SMALL_BLOCKS: dict[str, Any] = {
+    "BLOCK_SIZE_M": 16,
+    "BLOCK_SIZE_N": 16,
+    "BLOCK_SIZE_K": 32,
+    "GROUP_SIZE_M": 1,
+}
+
+
+class AiterFusedMoEMXFP4Path(PathBase):
+    """aiter's `fused_moe_mxfp4` (both grouped GEMMs) under aiter's tuned config or small
+    blocks."""
+
+    name: ClassVar[str] = "aiter_fused_moe_mxfp4"
+    small_blocks: ClassVar[bool] = False
+    engine = ENGINE
+    known_findings: ClassVar[tuple[KnownFinding, ...]] = ()
+
+    def __init__(self) -> None:
+        self.table = moe_mxfp4_table()
+        self.kernels = MODES
+        self.false_assumptions = 0
+
+    @property
+    def uses_capabilities(self) -> frozenset[str]:
+        return frozenset(
+            MODES[mode].capability(SCHEMES[name])
+            for row in self.table.values()
+            for mode, names in row.items()
+            if mode in MODES
+            for name in names
+        )
+
+    def _mode(self, scheme: Scheme, platform: PlatformInfo) -> tuple[MXFP4MoEMode | None, str]:
+        c = choose(self.table, MODES, platform_key(platform), scheme, self.name, __name__)
+        return c.kernel, c.reason
+
+    def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
+        mode, _ = self._mode(scheme, platform)
+        config = "16x16x32 blocks" if self.small_blocks else "aiter's tuned config"
+        return (
+            f"aiter.ops.triton.moe_op_mxfp4.fused_moe_mxfp4[{mode.name if mode else '?'}] "
+            f"({config})"
+        )
+
+    def supports(self, scheme: Scheme, problem: MoEProblem, platform: PlatformInfo) -> Support:
+        where = platform_support(self.name, platform, "MoE configs")
+        if not where.ok:
+            return where
+        mode, reason = self._mode(scheme, platform)
+        if mode is None:
+            gfx950_only = frozenset().union(*MODE_SCHEMES["gfx950"].values())
+            if platform.arch == "gfx942" and scheme.name in gfx950_only:
+                return Support.no(
+                    f"{self.name}: aiter tunes fused_moe_mxfp4 for MI350X (gfx950) only "
+                    "(configs/moe/MI350X-MOE-MX_FP4.json) and gfx942 has no FP4 arithmetic "
+                    "(is_fp4_avail())"
+                )
+            return Support.no(f"{self.name}: {reason}")
+        return Support.yes()
+
+    def numerics(self, scheme: Scheme, platform: PlatformInfo) -> Numerics:
+        """Exact MX operands (``dot_scaled`` scales each 1x32 block by a power of two),
+        float32 accumulation, the two float32 scalar scales (1.0) multiplied after the sum,
+        one rounding to bf16; two under the interpreter's truncating float32 -> bf16, as
+        for `fused_moe` (docs/ENGINES-ADAPTERS.md, the interpreter's numerics)."""
+        interpreted = platform.simulated == "triton-interpret"
+        return Numerics(
+            out_dtype=torch.bfloat16,
+            epilogue_roundings=2,
+            output_roundings=2 if interpreted else 1,
+        )
+
+    def _config(self, platform: PlatformInfo, tokens: int) -> dict[str, Any]:
+        if self.small_blocks:
+            return dict(SMALL_BLOCKS)
+        utils = aiter_triton(platform, "utils.moe_config_utils")
+        return dict(utils.get_optimal_moe_config(torch.bfloat16, use_mxfp4=True, M=tokens))
+
+    def forward(
+        self, layer: MoELayer, x: torch.Tensor, routing: Routing, platform: PlatformInfo
+    ) -> MoETrace:
+        mode, reason = self._mode(layer.scheme, platform)
+        if mode is None:
+            raise ValueError(f"{self.name} cannot run {layer.scheme.name}: {reason}")
+        config = self._config(platform, x.shape[0])
+        with assume_as_hint() if platform.simulated else nullcontext() as seen:
+            aligned = align(platform, routing.ids, layer.num_experts, config["BLOCK_SIZE_M"])
+            spec = layer.scheme.activation
+            a1 = quantize_operand(x, spec, layer.a1_scale)
+            k = routing.ids.shape[1]
+            gate_up = self._gemm(platform, a1.quantized, layer.w13, routing, k, aligned, config)
+            act = silu_and_mul(gate_up)
+            a2 = quantize_operand(act, spec, layer.a2_scale)
+            y = self._gemm(platform, a2.quantized, layer.w2, routing, 1, aligned, config)
+        if seen is not None:
+            self.false_assumptions += seen.count
+        return MoETrace(out=combine(y, routing), act=act, act_q=a2.quantized, gate_up=gate_up, y=y)
+
+    def _gemm(
+        self,
+        platform: PlatformInfo,
+        q: QuantizedTensor | None,
+        w: Any,
+        routing: Routing,
+        top_k: int,
+        aligned: Aligned,
+        config: dict[str, Any],
+    ) -> torch.Tensor:
+        """One grouped GEMM: rows (pair ids // top_k) of ``q`` times their experts' ``w``;
+        float32 values of the kernel's bf16 output, canonical pair rows [T * k, N]."""
+        import triton.language as tl
+
+        if q is None:
+            raise ValueError(f"{self.name}: the kernel takes quantized activations here")
+        mod = aiter_triton(platform, "moe_op_mxfp4")
+        a = pack_fp4(q.codes.contiguous())  # [rows, K/2]
+        a_mx = e8m0_encode(q.scale.float()).contiguous()  # [rows, K/32]
+        b = pack_fp4(w.codes.contiguous())  # [E, N, K/2]
+        b_mx = e8m0_encode(w.scale.float()).contiguous()  # [E, N, K/32]
+        experts, n = b.shape[0], b.shape[1]
+        pairs = routing.ids.numel()
+        c = torch.zeros(pairs // top_k, top_k, n, dtype=torch.bfloat16, device=a.device)
+        mod.fused_moe_mxfp4(
+            a,
+            b,
+            c,
+            torch.ones(1, dtype=torch.float32, device=a.device),  # A_scale: no such level
+            torch.ones(experts, dtype=torch.float32, device=a.device),  # B_scale, likewise
+            a_mx,
+            b_mx,
+            routing.weights.float().contiguous(),
+            routing.ids.to(torch.int32).contiguous(),
+            aligned.sorted_ids,
+            aligned.expert_ids,
+            aligned.num_post_padded,
+            False,  # mul_routed_weight: the harness combines
+            top_k,
+            False,  # swizzle_mx_a
+            False,  # swizzle_mx_b
+            config,
+            tl.bfloat16,
+        )
+        return c.reshape(pairs, n).float()
+
+
+class AiterFusedMoEMXFP4SmallBlocks(AiterFusedMoEMXFP4Path):
+    name = "aiter_fused_moe_mxfp4_small_blocks"
+    small_blocks = True
