@@ -31,20 +31,10 @@ class Group:
 def group_items(report: NightlyReport, items: list[tuple[str, str, str, str]]) -> list[Group]:
     """``items``: (platform, nodeid, kind, markdown line); grouped by the test's scheme and
     path (``-`` where it has none), largest groups first."""
-    case = {
-        (str(p), str(n)): (s, q)
-        for p, n, s, q in zip(
-            report.frame["platform"],
-            report.frame["nodeid"],
-            report.frame["scheme"].astype("object").where(report.frame["scheme"].notna(), "-"),
-            report.frame["path"].astype("object").where(report.frame["path"].notna(), "-"),
-            strict=True,
-        )
-    }
     groups: dict[tuple[str, str, str], Group] = {}
     for platform, nodeid, kind, line in items:
-        scheme, path = case.get((platform, nodeid), ("-", "-"))
-        key = (platform, str(scheme), str(path))
+        scheme, path = report.case(platform, nodeid)
+        key = (platform, scheme, path)
         group = groups.setdefault(key, Group(*key))
         group.kinds[kind] += 1
         group.lines.append(line)

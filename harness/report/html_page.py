@@ -66,15 +66,14 @@ def _counts(report: NightlyReport) -> str:
     rows = []
     for platform in report.platforms:
         run = report.runs[platform]
-        tests = run.frame[run.frame["suite"] != "benchmark"]
-        c = tests["outcome"].value_counts()
+        c = run.outcomes  # counted as its file was read (`harness.report.digest`)
         failed = int(c.get("failed", 0) + c.get("error", 0))
         base = report.baselines.get(platform) or "none (first run)"
         partial = " <b>(partial)</b>" if run.partial else ""
         rows.append(
             f"<tr><td>{html_text(platform)}</td><td><code>{html_text(run.run_id)}</code>{partial}"
             f"</td><td><code>{html_text(base)}</code></td><td>{int(c.get('passed', 0))}</td>"
-            f"<td>{failed}</td><td>{int(c.get('skipped', 0))}</td><td>{len(tests)}</td></tr>"
+            f"<td>{failed}</td><td>{int(c.get('skipped', 0))}</td><td>{run.tests}</td></tr>"
         )
     return (
         '<table class="counts"><tr><th>platform</th><th>run</th><th>baseline</th><th>passed</th>'
@@ -144,13 +143,13 @@ def render_html(report: NightlyReport, page_path: Path) -> str:
         [
             _plot(
                 "SQNR per scheme over the nights",
-                plots.sqnr_over_runs(report.history),
+                plots.sqnr_over_runs(report.sqnr),
                 "no linear SQNR recorded",
             ),
-            _plot("Peak memory per scheme", plots.peak_memory(report.frame), "no peaks recorded"),
+            _plot("Peak memory per scheme", plots.peak_memory(report.peaks), "no peaks recorded"),
             _plot(
                 "Benchmark times",
-                plots.benchmark_times(report.history),
+                plots.benchmark_times(report.benchmarks),
                 "no benchmarks in these runs (run with --bench)",
             ),
         ]
@@ -167,7 +166,7 @@ def render_html(report: NightlyReport, page_path: Path) -> str:
 <h2>Regressions ({n_reg})</h2>{_regressions(report)}
 <h2>Failures ({len(report.failures)})</h2>{_failures(report, Path(page_path).parent)}
 <h2>Skips by reason, per platform</h2>{_skips(report)}
-{models_html(model_rows(report.frame))}
+{models_html(model_rows(report.models))}
 <h2>Plots</h2>{plot_html}
 </body></html>
 """

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from harness.report.runs import LoadedRun
+from harness.report.digest import RunDigest
 
 # Columns that, when they differ between a run and its baseline, are named in a warning.
 STACK_COLUMNS = (
@@ -36,11 +36,11 @@ def keyed_by_runner(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def shared_key_notes(runs: Iterable[LoadedRun]) -> list[str]:
+def shared_key_notes(runs: Iterable[RunDigest]) -> list[str]:
     """One warning per runner key given more than one run from different hosts."""
     hosts: dict[str, dict[str, str]] = defaultdict(dict)
     for run in runs:
-        host = (run.host if len(run.frame) else None) or run.run_id  # as the rows say
+        host = (run.host if run.rows else None) or run.run_id  # as the rows say
         hosts[run.platform].setdefault(host, run.run_id)
     return [
         f"runs {', '.join(sorted(seen.values()))} share the runner key {key!r} from "

@@ -7,14 +7,12 @@ failures, each list cut with a count of what was left out, and a link to the HTM
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable
 
 from harness.report.escape import md_inline
 from harness.report.grouping import group_items, grouped_markdown, without_runner_paths
 from harness.report.models_section import model_rows, models_markdown
 from harness.report.nightly import NightlyReport
-from harness.report.plain import column_values
 
 SUMMARY_LIMIT = 60_000
 LIST_LIMIT = 25
@@ -25,16 +23,9 @@ def _counts_table(report: NightlyReport) -> list[str]:
         "| platform | run | baseline | passed | failed | skipped | other |",
         "|---|---|---|---:|---:|---:|---:|",
     ]
-    # every platform's outcome counts in one pass over the reported rows
-    tally: dict[str, Counter[str | None]] = {}
-    for platform, suite, outcome in zip(
-        *(column_values(report.frame, c) for c in ("platform", "suite", "outcome")), strict=True
-    ):
-        if suite != "benchmark":
-            tally.setdefault(platform, Counter())[outcome] += 1
     for platform in report.platforms:
         run = report.runs[platform]
-        outcomes = tally.get(platform, Counter())
+        outcomes = run.outcomes  # counted as its file was read (`harness.report.digest`)
         passed = outcomes["passed"]
         failed = outcomes["failed"] + outcomes["error"]
         skipped = outcomes["skipped"]
@@ -104,7 +95,7 @@ def summary_markdown(report: NightlyReport, html_link: str | None = "report.html
         "",
     ]
     lines += grouped_markdown(failure_groups)
-    lines += models_markdown(model_rows(report.frame), heading="###")
+    lines += models_markdown(model_rows(report.models), heading="###")
     if report.notes:
         lines += ["", f"### Warnings ({len(report.notes)})", ""]
         lines += list(_capped([f"- {md_inline(n, 400)}" for n in report.notes]))
@@ -147,5 +138,5 @@ def full_markdown(report: NightlyReport) -> str:
     if not report.skips:
         lines.append("none")
     lines += [f"- note: {md_inline(n)}" for n in report.notes]
-    lines += models_markdown(model_rows(report.frame))
+    lines += models_markdown(model_rows(report.models))
     return "\n".join(lines) + "\n"

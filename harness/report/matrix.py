@@ -125,32 +125,69 @@ def _cell(path: str, total: _Tally, suites: dict[str, _Tally], reference_ran: bo
 MATRIX_COLUMNS = ("scheme", "path", "platform", "suite", "outcome", "reason", "kernel")
 
 
-def build_matrix(frame: pd.DataFrame) -> dict[tuple[str, str], dict[str, Cell]]:
-    """(scheme, path) -> platform -> Cell, over rows with a scheme and a path (no benchmarks).
+class MatrixFold:
+    """Per-cell tallies gathered one row at a time (a run's records as they are read, or a
+    frame's rows), then one verdict per cell: linear in the rows, whatever the number of
+    platforms."""
 
-    One pass over the rows into per-cell tallies (linear in the rows, whatever the number
-    of platforms), then one verdict per cell."""
-    totals: dict[tuple[str, str, str], _Tally] = {}
-    suites: dict[tuple[str, str, str], dict[str, _Tally]] = {}
-    reference_ran: set[tuple[str, str]] = set()
+    def __init__(self) -> None:
+        self.totals: dict[tuple[str, str, str], _Tally] = {}
+        self.suites: dict[tuple[str, str, str], dict[str, _Tally]] = {}
+        self.reference_ran: set[tuple[str, str]] = set()
+
+    def add(
+        self,
+        scheme: str,
+        path: str,
+        platform: str,
+        suite: str | None,
+        outcome: str | None,
+        reason: str | None,
+        kernel: str | None,
+    ) -> None:
+        key = (scheme, path, platform)
+        total = self.totals.get(key)
+        if total is None:
+            total = self.totals[key] = _Tally()
+            self.suites[key] = {}
+        total.add(outcome, reason, kernel)
+        by_suite = self.suites[key]
+        name = suite or "other"
+        tally = by_suite.get(name)
+        if tally is None:
+            tally = by_suite[name] = _Tally()
+        tally.add(outcome, reason, kernel)
+        if outcome != "skipped" and path in REFERENCE_PATHS:
+            self.reference_ran.add((scheme, platform))
+
+    def cells(self) -> dict[tuple[str, str, str], Cell]:
+        """(scheme, path, platform) -> Cell, in sorted order."""
+        return {
+            key: _cell(
+                key[1], self.totals[key], self.suites[key], (key[0], key[2]) in self.reference_ran
+            )
+            for key in sorted(self.totals)
+        }
+
+
+def build_matrix(frame: pd.DataFrame) -> dict[tuple[str, str], dict[str, Cell]]:
+    """(scheme, path) -> platform -> Cell, over rows with a scheme and a path (no benchmarks)."""
+    fold = MatrixFold()
     for scheme, path, platform, suite, outcome, reason, kernel in zip(
         *(column_values(frame, c) for c in MATRIX_COLUMNS), strict=True
     ):
         if scheme is None or path is None or platform is None or suite == "benchmark":
             continue
-        key = (scheme, path, platform)
-        total = totals.get(key)
-        if total is None:
-            total = totals[key] = _Tally()
-            suites[key] = {}
-        total.add(outcome, reason, kernel)
-        suites[key].setdefault(suite or "other", _Tally()).add(outcome, reason, kernel)
-        if outcome != "skipped" and path in REFERENCE_PATHS:
-            reference_ran.add((scheme, platform))
+        fold.add(scheme, path, platform, suite, outcome, reason, kernel)
+    return matrix_of(fold.cells())
+
+
+def matrix_of(
+    cells: dict[tuple[str, str, str], Cell],
+) -> dict[tuple[str, str], dict[str, Cell]]:
+    """(scheme, path, platform) -> Cell, in sorted order, as the report's (scheme, path) ->
+    platform -> Cell."""
     matrix: dict[tuple[str, str], dict[str, Cell]] = {}
-    for key in sorted(totals):
-        scheme, path, platform = key
-        matrix.setdefault((scheme, path), {})[platform] = _cell(
-            path, totals[key], suites[key], (scheme, platform) in reference_ran
-        )
+    for (scheme, path, platform), cell in cells.items():
+        matrix.setdefault((scheme, path), {})[platform] = cell
     return matrix

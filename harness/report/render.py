@@ -21,29 +21,66 @@ from harness.report.plain import plain_rows, plain_text
 from harness.report.regress import PEAK_GROWTH, SQNR_DROP_DB, Regression, find_regressions
 from harness.report.results import read_results
 from harness.report.runs import load_run
+from harness.report.stream import stream_results
 
 __all__ = ["PEAK_GROWTH", "SQNR_DROP_DB", "regressions", "render_report"]
 
 
-def _frame(doc: dict[str, Any]) -> pd.DataFrame:
-    rows = []
-    for r in doc["records"]:
+COLUMNS = ["nodeid", "suite", "scheme", "path", "outcome", "reason", "sqnr_db", "peak_bytes"]
+
+
+class _Rows:
+    """The report's rows, one tuple per record (a dict per record cost three times the
+    memory); names repeat, so each distinct one is made inert and kept once."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[Any, ...]] = []
+        self.names: dict[tuple[Any, str], str] = {}
+        self.words: dict[Any, Any] = {}
+        self.models: list[dict[str, Any]] = []  # the model section's records (a few per model)
+
+    def _name(self, value: Any, missing: str) -> str:
+        found = self.names.get((value, missing))
+        if found is None:
+            found = self.names[(value, missing)] = md_inline(value or missing)
+        return found
+
+    def add(self, r: dict[str, Any]) -> None:
         metrics = r.get("metrics") or {}
-        rows.append(
-            {
-                "nodeid": r["nodeid"],
+        if isinstance(metrics.get("model"), str) and isinstance(metrics.get("model_check"), str):
+            self.models.append(r)  # what `model_rows` reads
+        outcome = self.words.setdefault(r["outcome"], r["outcome"])
+        reason = r.get("reason")
+        self.rows.append(
+            (
+                r["nodeid"],
                 # null or absent: grouped, not dropped; names are table labels, made inert
-                "suite": md_inline(r.get("suite") or "other"),
-                "scheme": md_inline(r.get("scheme") or "-"),
-                "path": md_inline(r.get("path") or "-"),
-                "outcome": r["outcome"],
-                "reason": r.get("reason"),
-                "sqnr_db": metrics.get("sqnr_db"),
-                "peak_bytes": metrics.get("peak_bytes"),
-            }
+                self._name(r.get("suite"), "other"),
+                self._name(r.get("scheme"), "-"),
+                self._name(r.get("path"), "-"),
+                outcome,
+                self.words.setdefault(reason, reason) if isinstance(reason, str) else reason,
+                metrics.get("sqnr_db"),
+                metrics.get("peak_bytes"),
+            )
         )
-    columns = ["nodeid", "suite", "scheme", "path", "outcome", "reason", "sqnr_db", "peak_bytes"]
-    return pd.DataFrame(rows, columns=columns)
+
+
+def _read(results: Path) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The results document with only its model section's records, and every record as a
+    table: the file is streamed (`harness.report.stream`), so a run of a million records is
+    never one document; one the stream cannot vouch for is read whole (its error, or its
+    records)."""
+    rows = _Rows()
+    head = stream_results(results, rows.add)
+    if head is None:
+        rows = _Rows()
+        doc = read_results(results)
+        for record in doc["records"]:
+            rows.add(record)
+        head = {k: v for k, v in doc.items() if k != "records"}
+        del doc
+    return {**head, "records": rows.models}, pd.DataFrame(rows.rows, columns=COLUMNS)
 
 
 _LEGACY_FORMS = {
@@ -100,8 +137,7 @@ def _sqnr_sections(df: pd.DataFrame) -> list[str]:
 def render_report(
     results: Path | str, baseline: Path | str | None = None, max_rows: int = 200
 ) -> str:
-    doc = read_results(Path(results))
-    df = _frame(doc)
+    doc, df = _read(Path(results))
     p = doc["platform"]
     lines = [
         f"# qharness report: {md_inline(p['device'])}/{md_inline(p['arch'])} "

@@ -20,8 +20,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from harness.core.files import UnreadableFileError, read_regular_file
 from harness.errors import QHarnessError, filesystem_fault
 from harness.report.models_section import NUMERIC_METRICS as MODEL_NUMERIC_METRICS
@@ -57,6 +55,8 @@ def write_results(
     run was interrupted) marks a file holding only the tests that finished; history and
     reports treat it so. A run's finished tests are never lost to a file-system fault
     (read-only or full run directory): they go to `rescue_path`, and a line says so."""
+    import torch  # here, not at the top: reading results (a fleet's report) needs no torch
+
     from harness.platform.capabilities import capabilities
     from harness.platform.info import detect
     from harness.platform.runner import runner_identity

@@ -1,4 +1,4 @@
-"""Load runs (run directories or results files) into frames, and add them to a history."""
+"""Load one run (run directory or results file) into a frame, and add runs to a history."""
 
 from __future__ import annotations
 
@@ -38,8 +38,27 @@ class LoadedRun:
 def load_run(run: Path) -> LoadedRun:
     """A run directory or results file -> its rows (tests, then benchmarks if any).
 
+    For what needs one run's rows test by test (the history, a comparison); the report
+    reads a fleet through `harness.report.digest` instead, without rows.
     Raises the results reader's error for a missing or malformed file."""
-    return load_runs([run]).runs[0]
+    results = results_path(Path(run))
+    doc = read_results(results)
+    run_id = run_id_of(results)
+    rows = _Columns()
+    rows.extend(record_rows(doc, run_id))
+    bench = RunDir(results.parent).benchmark if results.name == "results.json" else None
+    notes: list[str] = []
+    if bench is not None and bench.is_file():
+        try:
+            rows.extend(benchmark_rows(bench, run_columns(doc, run_id)))
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            notes.append(f"{bench}: benchmark JSON left out, unreadable ({exc})")
+    created = str(doc.get("created") or "")
+    host = run_columns(doc, run_id)["runner_host"]
+    partial, key = bool(doc.get("partial")), run_key(doc)
+    del doc
+    frame = typed(pd.DataFrame(rows.values, columns=list(COLUMNS)))
+    return LoadedRun(run_id, results, frame, partial, created, key, tuple(notes), host)
 
 
 class _Columns:
@@ -56,71 +75,6 @@ class _Columns:
         for column, values in self.values.items():
             values.extend(row.get(column) for row in rows)
         self.count += len(rows)
-
-
-@dataclass(frozen=True)
-class LoadedRuns:
-    """Several runs read into one frame: each run's ``frame`` is its slice of ``frame``."""
-
-    runs: list[LoadedRun]
-    frame: pd.DataFrame  # every run's rows, in the order of ``runs``
-    spans: list[tuple[int, int]]  # each run's rows: frame.iloc[start:stop]
-
-
-def load_runs(runs: list[Path]) -> LoadedRuns:
-    """Each run as `load_run` reads it, built as one frame.
-
-    Runs are read one at a time and only their rows are kept (never their documents), and
-    the frame is made once: the cost per run is its parsing, not a frame of its own."""
-    rows = _Columns()
-    spans: list[tuple[int, int]] = []
-    heads = []
-    for run in runs:
-        results = results_path(Path(run))
-        doc = read_results(results)
-        run_id = run_id_of(results)
-        start = len(rows)
-        rows.extend(record_rows(doc, run_id))
-        bench = RunDir(results.parent).benchmark if results.name == "results.json" else None
-        notes: list[str] = []
-        if bench is not None and bench.is_file():
-            try:
-                rows.extend(benchmark_rows(bench, run_columns(doc, run_id)))
-            except (OSError, ValueError, TypeError, AttributeError) as exc:
-                notes.append(f"{bench}: benchmark JSON left out, unreadable ({exc})")
-        spans.append((start, len(rows)))
-        created = str(doc.get("created") or "")
-        host = run_columns(doc, run_id)["runner_host"]
-        heads.append(
-            (run_id, results, bool(doc.get("partial")), created, run_key(doc), notes, host)
-        )
-        del doc
-    frame = typed(pd.DataFrame(rows.values, columns=list(COLUMNS)))
-    del rows
-    loaded = [
-        LoadedRun(
-            run_id,
-            results,
-            rows_between(frame, a, b),
-            partial,
-            created,
-            key,
-            tuple(notes),
-            host,
-        )
-        for (run_id, results, partial, created, key, notes, host), (a, b) in zip(
-            heads, spans, strict=True
-        )
-    ]
-    return LoadedRuns(loaded, frame, spans)
-
-
-def rows_between(frame: pd.DataFrame, start: int, stop: int) -> pd.DataFrame:
-    """``frame.iloc[start:stop]`` numbered from 0, without copying its columns (a copy per
-    run made a report over many runs cost more than its runs' rows)."""
-    part = frame.iloc[start:stop]
-    part.index = pd.RangeIndex(stop - start)
-    return part
 
 
 def open_history(root: Path) -> HistoryStore:

@@ -8,9 +8,7 @@ every character outside ``[A-Za-z0-9._-]`` replaced, so they are safe on any fil
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,23 +19,16 @@ from safetensors.torch import load_file, save
 
 from harness.errors import QHarnessError
 from harness.store.atomic import write_bytes_atomic
+from harness.store.bundle_names import SUFFIX as SUFFIX  # re-exported: bundle names live there
+from harness.store.bundle_names import bundle_filename as bundle_filename
 
 BUNDLE_FORMAT = "qharness.repro/1"
 # Metadata fields the re-runners read as JSON objects (`write_bundle`'s callers write them so).
 OBJECT_FIELDS = ("case", "platform")
-SUFFIX = ".safetensors"
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 class ReproError(QHarnessError):
     """A repro bundle that cannot be read or re-run."""
-
-
-def bundle_filename(nodeid: str) -> str:
-    """``suites/test_linear.py::test_linear[a-b]`` -> ``test_linear-a-b-<hash>.safetensors``."""
-    name = nodeid.rsplit("::", 1)[-1]
-    digest = hashlib.sha256(nodeid.encode()).hexdigest()[:8]
-    return f"{_UNSAFE.sub('-', name).strip('-')[:150]}-{digest}{SUFFIX}"
 
 
 @dataclass(frozen=True)

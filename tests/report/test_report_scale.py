@@ -17,11 +17,14 @@ from typing import Any
 
 import pandas as pd
 
+from harness.report.digest import RunDigest
+from harness.report.frame import typed
+from harness.report.identity import keyed_by_runner
 from harness.report.matrix import Cell, SuiteCount
 from harness.report.nightly import build_report
 from harness.report.regress import BAD, EMULATED_KERNEL, REFERENCE_PATHS
 from harness.report.results import SCHEMA
-from harness.report.runs import LoadedRun, open_history
+from harness.report.runs import load_run, open_history
 
 PLATFORMS = 7
 NIGHTS = 4
@@ -90,7 +93,7 @@ def _order(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values(["created", "run_id"], kind="stable")
 
 
-def _ref_last_run_before(history: pd.DataFrame, platform: str, run: LoadedRun) -> str | None:
+def _ref_last_run_before(history: pd.DataFrame, platform: str, run: RunDigest) -> str | None:
     same = history[(history["platform"] == platform) & (history["run_id"] != run.run_id)]
     same = same[same["created"] <= run.created]
     return None if same.empty else str(_order(same.drop_duplicates("run_id")).iloc[-1]["run_id"])
@@ -176,16 +179,26 @@ def test_fleet_report_agrees_with_the_per_group_code(tmp_path: Path) -> None:
 
     add_runs(history, runs[: -2 * PLATFORMS])
     # the last two nights are given: the newest of each runner is reported, the rest is history
-    report = build_report(runs[-2 * PLATFORMS :], history)
+    given = runs[-2 * PLATFORMS :]
+    report = build_report(given, history)
+
+    # the reference reads every row: the history's and the given runs', keyed by runner
+    loaded = [load_run(r) for r in given]
+    every = keyed_by_runner(typed(pd.concat([history.load(), *(r.frame for r in loaded)])))
+    every = every.drop_duplicates(["run_id", "nodeid"], keep="last")
+    reported = {r.run_id for r in report.runs.values()}
+    frame = every[every["run_id"].isin(reported)].reset_index(drop=True)
 
     assert len(report.platforms) == PLATFORMS
-    assert report.matrix == _ref_matrix(report.frame)
+    assert report.matrix == _ref_matrix(frame)
     verdicts = {c.verdict for cells in report.matrix.values() for c in cells.values()}
     assert {"fail", "pass", "emulated-only"} <= verdicts, verdicts  # a varied fleet
 
     for platform, run in report.runs.items():
-        assert report.baselines[platform] == _ref_last_run_before(report.history, platform, run)
-    failing = report.frame[report.frame["outcome"].isin(BAD)]
-    assert [f.since for f in report.failures] == _ref_failing_since(report.history, failing)
+        assert report.baselines[platform] == _ref_last_run_before(every, platform, run)
+    order = {platform: i for i, platform in enumerate(report.runs)}
+    failing = frame[frame["outcome"].isin(BAD)]
+    failing = failing.sort_values("platform", key=lambda p: p.map(order), kind="stable")
+    assert [f.since for f in report.failures] == _ref_failing_since(every, failing)
     # some streaks began before the reported night: the comparison covers history
     assert any(not f.is_new for f in report.failures)
