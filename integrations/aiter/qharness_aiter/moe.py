@@ -24,6 +24,7 @@ several K steps, several N blocks, and M blocks that pad each expert's rows.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -114,15 +115,20 @@ MODE_SCHEMES: dict[str, dict[str, frozenset[str]]] = {
 }
 
 
-def moe_table() -> DispatchTable:
-    """For each aiter arch, real and simulated: its modes' schemes, every other emulated."""
+def arch_table(mode_schemes: Mapping[str, Mapping[str, frozenset[str]]]) -> DispatchTable:
+    """For each aiter arch, real and simulated: its modes' schemes, every other MoE scheme
+    emulated (one table shape for every aiter MoE kernel)."""
     table: dict[str, dict[str, frozenset[str]]] = {}
     for arch in sorted(AITER_ARCHS):
-        row = dict(MODE_SCHEMES[arch])
+        row = dict(mode_schemes[arch])
         row[EMULATE] = frozenset(MOE_SCHEMES) - frozenset().union(*row.values())
         table[arch] = row
         table[f"triton-interpret-{arch}"] = row
     return table
+
+
+def moe_table() -> DispatchTable:
+    return arch_table(MODE_SCHEMES)
 
 
 def moe_table_problems() -> list[str]:
@@ -164,37 +170,42 @@ def align(platform: PlatformInfo, ids: torch.Tensor, experts: int, block_m: int)
     return Aligned(sorted_ids, expert_ids, num_post)
 
 
-class AiterFusedMoEPath(PathBase):
-    """aiter's `fused_moe` (both grouped GEMMs) under aiter's tuned config or small blocks."""
+class AiterMoEPathBase(PathBase):
+    """What every aiter fused-MoE path shares: a dispatch table of its kernel's modes, the
+    where-it-runs check, and the numerics of a Triton grouped GEMM that rounds once to
+    bf16 (twice under the interpreter's truncating float32 -> bf16)."""
 
-    name: ClassVar[str] = "aiter_fused_moe"
+    name: ClassVar[str] = "aiter_moe"
     small_blocks: ClassVar[bool] = False
     engine = ENGINE
     known_findings: ClassVar[tuple[KnownFinding, ...]] = ()
+    modes: ClassVar[Mapping[str, Any]] = {}
 
     def __init__(self) -> None:
-        self.table = moe_table()
-        self.kernels = MODES
+        self.table = self.make_table()
+        self.kernels = self.modes
         self.false_assumptions = 0
+
+    def make_table(self) -> DispatchTable:
+        raise NotImplementedError
 
     @property
     def uses_capabilities(self) -> frozenset[str]:
         return frozenset(
-            MODES[mode].capability(SCHEMES[name])
+            self.modes[mode].capability(SCHEMES[name])
             for row in self.table.values()
             for mode, names in row.items()
-            if mode in MODES
+            if mode in self.modes
             for name in names
         )
 
-    def _mode(self, scheme: Scheme, platform: PlatformInfo) -> tuple[FusedMoEMode | None, str]:
-        c = choose(self.table, MODES, platform_key(platform), scheme, self.name, __name__)
+    def _mode(self, scheme: Scheme, platform: PlatformInfo) -> tuple[Any, str]:
+        c = choose(self.table, self.modes, platform_key(platform), scheme, self.name, __name__)
         return c.kernel, c.reason
 
-    def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
-        mode, _ = self._mode(scheme, platform)
-        config = "16x16x16 blocks" if self.small_blocks else "aiter's tuned config"
-        return f"aiter.ops.triton.moe_op.fused_moe[{mode.name if mode else '?'}] ({config})"
+    def unsupported(self, scheme: Scheme, platform: PlatformInfo, reason: str) -> str:
+        """Why ``scheme`` does not run here (the table's reason unless a path knows more)."""
+        return f"{self.name}: {reason}"
 
     def supports(self, scheme: Scheme, problem: MoEProblem, platform: PlatformInfo) -> Support:
         where = platform_support(self.name, platform, "MoE configs")
@@ -202,13 +213,14 @@ class AiterFusedMoEPath(PathBase):
             return where
         mode, reason = self._mode(scheme, platform)
         if mode is None:
-            return Support.no(f"{self.name}: {reason}")
+            return Support.no(self.unsupported(scheme, platform, reason))
         return Support.yes()
 
     def numerics(self, scheme: Scheme, platform: PlatformInfo) -> Numerics:
-        """Exact FP8 operands, float32 accumulation; the two float32 scales multiplied after
-        the sum (per tensor) or into each K block's partial sum (blocks; one block along K at
-        the suite's H = I = 32); one rounding to bf16. Under Triton's interpreter float32 ->
+        """Exact operands (FP8, or MX blocks scaled by powers of two in ``dot_scaled``),
+        float32 accumulation; the two float32 scales multiplied after the sum (per tensor;
+        1.0 for MX) or into each K block's partial sum (blocks; one block along K at the
+        suite's H = I = 32); one rounding to bf16. Under Triton's interpreter float32 ->
         bf16 truncates (docs/ENGINES-ADAPTERS.md, the interpreter's numerics): two
         roundings' bound, declared so it is never reported as the kernel's."""
         interpreted = platform.simulated == "triton-interpret"
@@ -217,6 +229,21 @@ class AiterFusedMoEPath(PathBase):
             epilogue_roundings=2,
             output_roundings=2 if interpreted else 1,
         )
+
+
+class AiterFusedMoEPath(AiterMoEPathBase):
+    """aiter's `fused_moe` (both grouped GEMMs) under aiter's tuned config or small blocks."""
+
+    name: ClassVar[str] = "aiter_fused_moe"
+    modes: ClassVar[Mapping[str, Any]] = MODES
+
+    def make_table(self) -> DispatchTable:
+        return moe_table()
+
+    def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
+        mode, _ = self._mode(scheme, platform)
+        config = "16x16x16 blocks" if self.small_blocks else "aiter's tuned config"
+        return f"aiter.ops.triton.moe_op.fused_moe[{mode.name if mode else '?'}] ({config})"
 
     def _config(self, platform: PlatformInfo, tokens: int) -> dict[str, Any]:
         if self.small_blocks:

@@ -30,6 +30,7 @@ each expert's rows.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -37,36 +38,27 @@ from typing import Any, ClassVar
 import torch
 
 from harness import (
-    EMULATE,
     MOE_SCHEMES,
     MX_BLOCK,
-    SCHEMES,
     DispatchTable,
-    KnownFinding,
     MoELayer,
-    MoEProblem,
     MoETrace,
-    Numerics,
     OperandContract,
-    PathBase,
     PlatformInfo,
     QuantizedTensor,
     Routing,
     Scheme,
     Support,
-    choose,
     combine,
     dispatch_problems,
     e8m0_encode,
     pack_fp4,
-    platform_key,
     quantize_operand,
     silu_and_mul,
 )
-from qharness_aiter import ENGINE
 from qharness_aiter.interpreter import assume_as_hint
-from qharness_aiter.loader import AITER_ARCHS, aiter_triton, platform_support
-from qharness_aiter.moe import Aligned, align
+from qharness_aiter.loader import aiter_triton
+from qharness_aiter.moe import AiterMoEPathBase, Aligned, align, arch_table
 
 _MX_TILE = frozenset({(1, MX_BLOCK)})
 
@@ -113,14 +105,7 @@ MODE_SCHEMES: dict[str, dict[str, frozenset[str]]] = {
 
 
 def moe_mxfp4_table() -> DispatchTable:
-    """For each aiter arch, real and simulated: its modes' schemes, every other emulated."""
-    table: dict[str, dict[str, frozenset[str]]] = {}
-    for arch in sorted(AITER_ARCHS):
-        row = dict(MODE_SCHEMES[arch])
-        row[EMULATE] = frozenset(MOE_SCHEMES) - frozenset().union(*row.values())
-        table[arch] = row
-        table[f"triton-interpret-{arch}"] = row
-    return table
+    return arch_table(MODE_SCHEMES)
 
 
 def moe_mxfp4_table_problems() -> list[str]:
@@ -135,33 +120,15 @@ SMALL_BLOCKS: dict[str, Any] = {
 }
 
 
-class AiterFusedMoEMXFP4Path(PathBase):
+class AiterFusedMoEMXFP4Path(AiterMoEPathBase):
     """aiter's `fused_moe_mxfp4` (both grouped GEMMs) under aiter's tuned config or small
     blocks."""
 
     name: ClassVar[str] = "aiter_fused_moe_mxfp4"
-    small_blocks: ClassVar[bool] = False
-    engine = ENGINE
-    known_findings: ClassVar[tuple[KnownFinding, ...]] = ()
+    modes: ClassVar[Mapping[str, Any]] = MODES
 
-    def __init__(self) -> None:
-        self.table = moe_mxfp4_table()
-        self.kernels = MODES
-        self.false_assumptions = 0
-
-    @property
-    def uses_capabilities(self) -> frozenset[str]:
-        return frozenset(
-            MODES[mode].capability(SCHEMES[name])
-            for row in self.table.values()
-            for mode, names in row.items()
-            if mode in MODES
-            for name in names
-        )
-
-    def _mode(self, scheme: Scheme, platform: PlatformInfo) -> tuple[MXFP4MoEMode | None, str]:
-        c = choose(self.table, MODES, platform_key(platform), scheme, self.name, __name__)
-        return c.kernel, c.reason
+    def make_table(self) -> DispatchTable:
+        return moe_mxfp4_table()
 
     def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
         mode, _ = self._mode(scheme, platform)
@@ -171,33 +138,15 @@ class AiterFusedMoEMXFP4Path(PathBase):
             f"({config})"
         )
 
-    def supports(self, scheme: Scheme, problem: MoEProblem, platform: PlatformInfo) -> Support:
-        where = platform_support(self.name, platform, "MoE configs")
-        if not where.ok:
-            return where
-        mode, reason = self._mode(scheme, platform)
-        if mode is None:
-            gfx950_only = frozenset().union(*MODE_SCHEMES["gfx950"].values())
-            if platform.arch == "gfx942" and scheme.name in gfx950_only:
-                return Support.no(
-                    f"{self.name}: aiter tunes fused_moe_mxfp4 for MI350X (gfx950) only "
-                    "(configs/moe/MI350X-MOE-MX_FP4.json) and gfx942 has no FP4 arithmetic "
-                    "(is_fp4_avail())"
-                )
-            return Support.no(f"{self.name}: {reason}")
-        return Support.yes()
-
-    def numerics(self, scheme: Scheme, platform: PlatformInfo) -> Numerics:
-        """Exact MX operands (``dot_scaled`` scales each 1x32 block by a power of two),
-        float32 accumulation, the two float32 scalar scales (1.0) multiplied after the sum,
-        one rounding to bf16; two under the interpreter's truncating float32 -> bf16, as
-        for `fused_moe` (docs/ENGINES-ADAPTERS.md, the interpreter's numerics)."""
-        interpreted = platform.simulated == "triton-interpret"
-        return Numerics(
-            out_dtype=torch.bfloat16,
-            epilogue_roundings=2,
-            output_roundings=2 if interpreted else 1,
-        )
+    def unsupported(self, scheme: Scheme, platform: PlatformInfo, reason: str) -> str:
+        gfx950_only = frozenset().union(*MODE_SCHEMES["gfx950"].values())
+        if platform.arch == "gfx942" and scheme.name in gfx950_only:
+            return (
+                f"{self.name}: aiter tunes fused_moe_mxfp4 for MI350X (gfx950) only "
+                "(configs/moe/MI350X-MOE-MX_FP4.json) and gfx942 has no FP4 arithmetic "
+                "(is_fp4_avail())"
+            )
+        return f"{self.name}: {reason}"
 
     def _config(self, platform: PlatformInfo, tokens: int) -> dict[str, Any]:
         if self.small_blocks:
