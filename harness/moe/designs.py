@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from harness.core.fused import FUSED_MIN_ELEMENTS
 from harness.core.hard_inputs import binade_crossing, tail_amax
 from harness.core.inputs import generator, scaled_normal
 from harness.core.schemes import QuantSpec, Scheme, get_scheme
@@ -36,17 +37,21 @@ from harness.moe.model import quantize_moe, reference_moe, route
 from harness.moe.paths import MoEProblem, moe_paths
 
 LONG_TOKENS = 4
-LONG_EXPERTS = 4
+LONG_EXPERTS = 3
 LONG_TOP_K = 2
 LONG_INTERMEDIATE = 32
 LONG_TAIL = 64  # columns at the end of every token row that hold its amax
 LONG_SEED = "moe_long_k"
+LONGEST_HIDDEN = 4224
+# The expert weights [E, 2I, H] stay below the size from which the codecs compile their
+# fused kernels (seconds per new shape): the family runs eager, in well under a second.
+assert LONG_EXPERTS * 2 * LONG_INTERMEDIATE * LONGEST_HIDDEN < FUSED_MIN_ELEMENTS
 
 
 def long_hidden(scheme: Scheme) -> int:
     """4160 = 130 * 32, or 4224 = 33 * 128 where a scale tile is 128 wide (whole blocks)."""
     widths = {s.block[1] for s in (scheme.weight, scheme.activation) if s is not None}
-    return 4224 if 128 in widths else 4160
+    return LONGEST_HIDDEN if 128 in widths else 4160
 
 
 def crosses_bf16_binade(spec: QuantSpec | None) -> bool:
@@ -57,7 +62,7 @@ def crosses_bf16_binade(spec: QuantSpec | None) -> bool:
 
 @dataclass(frozen=True)
 class LongKMoECase:
-    """One scheme x path of the long-hidden family (top-2 of 4 experts, not renormalized)."""
+    """One scheme x path of the long-hidden family (top-2 of 3 experts, not renormalized)."""
 
     scheme: str
     path: str
