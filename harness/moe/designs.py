@@ -118,7 +118,8 @@ def _long_k_inputs(scheme_name: str) -> dict[str, torch.Tensor]:
     w13, w2 = [], []
     for e in range(LONG_EXPERTS):
         a = scaled_normal(f"{base}/w13/{e}", 2 * i, h, scheme.weight)
-        a = a * power_of_two_factor((x.double() @ a.double().t()).abs().max().item(), GATE_UP_MAGNITUDE)
+        peak = (x.double() @ a.double().t()).abs().max().item()
+        a = a * power_of_two_factor(peak, GATE_UP_MAGNITUDE)
         g, u = (x.double() @ a.double().t()).chunk(2, dim=-1)
         b = scaled_normal(f"{base}/w2/{e}", h, i, scheme.weight)
         peak = ((g * torch.sigmoid(g) * u) @ b.double().t()).abs().max().item()
