@@ -23,6 +23,7 @@ from harness.moe.cases import (
     SEEDED_INPUTS,
     SEEDED_WEIGHTS,
     TOKEN_COUNTS,
+    LoadedMoECase,
     MoECase,
     config_id,
     golden_entry,
@@ -39,6 +40,7 @@ from harness.moe.checks import (
     routing_checks,
     shape_checks,
 )
+from harness.moe.designs import LONG_TOP_K, LongKMoECase, long_k_case, long_k_cases
 from harness.moe.dispatch import MOE_SCHEMES, dispatch_problems
 from harness.moe.model import (
     MoELayer,
@@ -164,6 +166,49 @@ def _unquantized_output(
     return down_and_combine_f64(g * torch.sigmoid(g) * u, inputs["w2"][:experts], routing)
 
 
+def _block_checks(
+    path_name: str,
+    loaded: LoadedMoECase,
+    top_k: int,
+    renormalize: bool,
+    hidden: int,
+    qh_platform: PlatformInfo,
+    record_result: RecordResult,
+    record_checks: RecordChecks,
+    exact: torch.Tensor | None = None,
+) -> None:
+    """Run one path on ``loaded`` and record every check of `MOE_CHECKS` (the test fails
+    naming each failed one); ``exact``: the unquantized block's output, for the SQNR
+    metric (reported, not gated)."""
+    scheme = loaded.layer.scheme
+    path = get_moe_path(path_name)
+    numerics = path.numerics(scheme, qh_platform)
+    record_result(kernel=kernel_name(path, scheme, qh_platform), numerics=numerics.describe())
+    device = qh_platform.torch_device
+    layer = loaded.layer
+
+    routing = route(loaded.logits.to(device), top_k, renormalize)
+    checks = routing_checks(routing, loaded)
+    trace = _run(path_name, layer.to(device), loaded.x.to(device), routing, qh_platform)
+    shapes = shape_checks(trace, loaded, hidden)
+    if any(c.failed for c in shapes):  # the remaining checks need the problem's shapes
+        record_checks(checks + shapes)
+    routing = Routing(routing.ids.cpu(), routing.weights.cpu(), routing.num_experts)
+
+    reference = None
+    if not is_reference(path):
+        emulated = get_moe_path("emulated")
+        reference = ReferenceRun(
+            _run("emulated", layer, loaded.x, routing, qh_platform),
+            emulated.numerics(scheme, qh_platform),
+        )
+    record_result(**recorded_metrics(trace, loaded, routing, numerics, reference))
+    if exact is not None:
+        record_result(sqnr_db=sqnr_db(exact, trace.out.cpu()))  # reported, not gated
+    block = moe_block_checks(path_name, trace, loaded, routing, numerics, reference)
+    record_checks(checks + shapes + block)
+
+
 @pytest.mark.parametrize("case", list(moe_cases()), ids=lambda c: c.id)
 def test_moe(
     case: MoECase,
@@ -178,34 +223,41 @@ def test_moe(
     support = path.supports(scheme, case.problem, qh_platform)
     if not support.ok:
         pytest.skip(support.reason)
-    numerics = path.numerics(scheme, qh_platform)
-    record_result(kernel=kernel_name(path, scheme, qh_platform), numerics=numerics.describe())
     loaded = load_moe_case(load_golden(golden_store, golden_entry(case.scheme)), case)
-    device = qh_platform.torch_device
-    layer = loaded.layer
-
-    routing = route(loaded.logits.to(device), case.top_k, case.renormalize)
-    checks = routing_checks(routing, loaded)
-    trace = _run(case.path, layer.to(device), loaded.x.to(device), routing, qh_platform)
-    shapes = shape_checks(trace, loaded, MOE_HIDDEN)
-    if any(c.failed for c in shapes):  # the remaining checks need the problem's shapes
-        record_checks(checks + shapes)
-    routing = Routing(routing.ids.cpu(), routing.weights.cpu(), routing.num_experts)
-
-    reference = None
-    if not is_reference(path):
-        emulated = get_moe_path("emulated")
-        reference = ReferenceRun(
-            _run("emulated", layer, loaded.x, routing, qh_platform),
-            emulated.numerics(scheme, qh_platform),
-        )
-    record_result(**recorded_metrics(trace, loaded, routing, numerics, reference))
     exact = _unquantized_output(
         case.scheme, case.experts, case.top_k, case.tokens, case.renormalize
     )
-    record_result(sqnr_db=sqnr_db(exact, trace.out.cpu()))  # reported, not gated
-    block = moe_block_checks(case.path, trace, loaded, routing, numerics, reference)
-    record_checks(checks + shapes + block)
+    _block_checks(
+        case.path,
+        loaded,
+        case.top_k,
+        case.renormalize,
+        MOE_HIDDEN,
+        qh_platform,
+        record_result,
+        record_checks,
+        exact,
+    )
+
+
+@pytest.mark.parametrize("case", list(long_k_cases()), ids=lambda c: c.id)
+def test_moe_long_k(
+    case: LongKMoECase,
+    qh_platform: PlatformInfo,
+    record_result: RecordResult,
+    record_checks: RecordChecks,
+) -> None:
+    """The same checks on the long-hidden design (`harness.moe.designs`): H 4160 or 4224,
+    every token's amax in its last 64 columns, MX block maxima across a bf16 binade; the
+    expected values are the float64 reference's, built from seeds here (no golden)."""
+    scheme = get_scheme(case.scheme)
+    support = get_moe_path(case.path).supports(scheme, case.problem, qh_platform)
+    if not support.ok:
+        pytest.skip(support.reason)
+    loaded = long_k_case(case.scheme)
+    _block_checks(
+        case.path, loaded, LONG_TOP_K, False, case.hidden, qh_platform, record_result, record_checks
+    )
 
 
 def test_moe_cases_cover_every_scheme_and_path() -> None:

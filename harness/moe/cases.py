@@ -129,7 +129,7 @@ def router_logits(name: str) -> torch.Tensor:
     return logits.to(torch.bfloat16).float()
 
 
-def _power_of_two_factor(peak: float, target: float) -> float:
+def power_of_two_factor(peak: float, target: float) -> float:
     return float(2.0 ** round(torch.tensor(target / peak).log2().item()))
 
 
@@ -154,13 +154,13 @@ def _moe_inputs(scheme_name: str) -> dict[str, torch.Tensor]:
     for e in range(MAX_EXPERTS):
         a = scaled_normal(f"{base}/w13/{e}", 2 * i, h, scheme.weight)
         gate_up = x.double() @ a.double().t()
-        a = a * _power_of_two_factor(gate_up.abs().max().item(), GATE_UP_MAGNITUDE)
+        a = a * power_of_two_factor(gate_up.abs().max().item(), GATE_UP_MAGNITUDE)
         g, u = (x.double() @ a.double().t()).chunk(2, dim=-1)
         act = g * torch.sigmoid(g) * u
         b = scaled_normal(f"{base}/w2/{e}", h, i, scheme.weight)
         peak = (act @ b.double().t()).abs().max().item()
         w13.append(a)
-        w2.append(b * _power_of_two_factor(peak, OUTPUT_MAGNITUDE))
+        w2.append(b * power_of_two_factor(peak, OUTPUT_MAGNITUDE))
     calibration = scaled_normal(f"{base}/calibration", MAX_TOKENS, h, scheme.activation)
     return {
         "x": x,

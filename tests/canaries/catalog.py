@@ -92,6 +92,12 @@ def moe(schemes: tuple[str, ...], tokens: Iterable[int] = (7,)) -> Selection:
     return Selection(MOE, f"({which}) and ({counts})", schemes)
 
 
+def moe_long_k(schemes: tuple[str, ...]) -> Selection:
+    """The long-hidden MoE design (`harness.moe.designs`) of ``schemes``."""
+    which = " or ".join(f"{s}-{{name}}-" for s in schemes)
+    return Selection(MOE, f"test_moe_long_k and ({which})", schemes)
+
+
 def moe_routing(schemes: tuple[str, ...]) -> Selection:
     """Every self-routing case (configs x scoring x renormalize) of ``schemes``."""
     return Selection(MOE_ROUTING, " or ".join(f"{s}-{{name}}-" for s in schemes), schemes)
@@ -337,6 +343,12 @@ CANARIES: tuple[Canary, ...] = (
         "SiluInBf16",
         "activation precision (SiLU in bf16)",
         moe(("fp8_per_tensor", "w_mxfp4")),
+    ),
+    _moe(
+        "canary_moe_prefix_amax",
+        "MoEPrefixAmax",
+        "per-token amax over a prefix of the MoE hidden size",
+        moe_long_k(("fp8_per_channel",)),
     ),
     _router("canary_moe_router_ties_high", "RouterTiesToHigher", "MoE routing ties (higher index)"),
     _router(

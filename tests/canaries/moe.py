@@ -26,6 +26,7 @@ from harness.moe.model import (
     combine,
     gather_rows,
     quantize_operand,
+    silu_and_mul,
 )
 from harness.moe.paths.kernels import MOE_KERNELS, Bf16GroupedKernel, unsort
 from harness.moe.paths.native import NativeMoEPath
@@ -33,6 +34,8 @@ from harness.moe.routing import RoutingSpec
 from harness.ops.grouped import grouped_mm_bf16
 from harness.paths.base import Support
 from harness.platform.info import PlatformInfo
+from tests.canaries.common import quantize_with
+from tests.canaries.paths import prefix_amax
 
 
 class ControlMoEPath(NativeMoEPath):
@@ -118,6 +121,43 @@ class SiluInBf16(ControlMoEPath):
         if kernel is None:
             raise ValueError(reason)
         return run_moe_silu_bf16(layer, x, routing, kernel.gemm)
+
+
+def run_moe_prefix_amax(
+    layer: MoELayer, x: torch.Tensor, routing: Routing, gemm: object
+) -> MoETrace:
+    """`harness.moe.model.run_moe` with the block input's dynamic per-token (or per-tensor)
+    amax taken over its first 1024 columns (`prefix_amax`; the one change)."""
+    spec = layer.scheme.activation
+    experts = routing.row_experts()
+    if spec is None or not spec.dynamic:
+        x_op = quantize_operand(x, spec, layer.a1_scale)
+    else:
+        q = quantize_with(x, spec, amax_fn=prefix_amax)
+        x_op = Operand(q.dequantize(), q)
+    a1 = gather_rows(x_op, routing.row_tokens())
+    gate_up = gemm(a1, experts, layer.w13)  # type: ignore[operator]
+    act = silu_and_mul(gate_up)
+    a2 = quantize_operand(act, spec, layer.a2_scale)
+    y = gemm(a2, experts, layer.w2)  # type: ignore[operator]
+    return MoETrace(
+        out=combine(y, routing), act=act, act_q=a2.quantized, gate_up=gate_up.float(), y=y.float()
+    )
+
+
+class MoEPrefixAmax(ControlMoEPath):
+    """A reduction over part of a long row: the MoE block input's dynamic per-token amax
+    is taken over its first 1024 hidden columns (one K tile of the kernel)."""
+
+    name = "canary_moe_prefix_amax"
+
+    def forward(
+        self, layer: MoELayer, x: torch.Tensor, routing: Routing, platform: PlatformInfo
+    ) -> MoETrace:
+        kernel, reason = self.kernel_for(layer.scheme, platform)
+        if kernel is None:
+            raise ValueError(reason)
+        return run_moe_prefix_amax(layer, x, routing, kernel.gemm)
 
 
 # ------------------------------------------------------------- dispatch table canary

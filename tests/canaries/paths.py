@@ -433,7 +433,7 @@ class StaticReciprocal(ControlKernelPath):
 PREFIX_COLUMNS = 1024  # one K tile of the kernel's reduction
 
 
-def _prefix_amax(x: torch.Tensor, spec: object) -> torch.Tensor:
+def prefix_amax(x: torch.Tensor, spec: object) -> torch.Tensor:
     """Tile amax over the first 1024 columns only where a tile is wider than that (a
     per-token or per-tensor reduction that stops after the first K tile)."""
     if tile_shape(spec, x.shape)[1] <= PREFIX_COLUMNS:  # type: ignore[arg-type]
@@ -448,7 +448,7 @@ class PrefixAmax(ControlKernelPath):
     name = "canary_prefix_amax"
 
     def activation(self, x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
-        return _activation_with(x, layer, amax_fn=_prefix_amax)
+        return _activation_with(x, layer, amax_fn=prefix_amax)
 
 
 class SaturatingFp16(ControlKernelPath):
