@@ -56,7 +56,9 @@ class RealQuantizeMXFPQuantizer:
         KnownFinding(
             NEGATIVE_ZERO,
             suites=frozenset({"quantizers"}),
-            cases=frozenset({"weight", "activation"}),  # the golden tensors of MX schemes
+            # the golden and the designed tensors of MX schemes (every mismatch on the
+            # designed ones is a -0 element coded +0: measured on all 18 of them)
+            cases=frozenset({"weight", "activation", "designed"}),
             when=lambda case: case.element_format in ELEMENTS,
         ),
         KnownFinding(
