@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -177,15 +176,31 @@ def test_fleet_report_of_ten_thousand_runners(
     assert f"## Failures ({fleet_runners})" in text
 
 
+# Runs the command as its own child and prints that child's peak RSS. On Linux a child's
+# ru_maxrss starts at its parent's RSS when it forked (exec keeps the old address space's
+# high-water mark), so the command must be forked from this small process, not from the
+# benchmark session, which by then may hold a gigabyte of its own.
+_PEAK_OF_CHILD = (
+    "import os, subprocess, sys\n"
+    "child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+    "_, status, usage = os.wait4(child.pid, 0)\n"
+    "print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)\n"
+)
+
+
 def _report_command(runs: list[Path], out: Path) -> int:
-    """`python -m harness report RUN... --out OUT` in a child process: its peak resident
-    memory in bytes (Linux reports ru_maxrss in KiB)."""
+    """`python -m harness report RUN... --out OUT`, forked from a small helper process: its
+    peak resident memory in bytes (Linux reports ru_maxrss in KiB)."""
     command = [sys.executable, "-m", "harness", "report", *map(str, runs), "--out", str(out)]
-    child = subprocess.Popen(command, stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    assert child.returncode == 0, f"report exited {child.returncode}"
-    return int(usage.ru_maxrss) * 1024
+    measured = subprocess.run(
+        [sys.executable, "-c", _PEAK_OF_CHILD, *command],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    code, max_rss_kib = (int(v) for v in measured.stdout.split())
+    assert code == 0, f"report exited {code}"
+    return max_rss_kib * 1024
 
 
 @pytest.mark.parametrize("per_runner", [50, 100], ids=["500k-records", "1M-records"])
