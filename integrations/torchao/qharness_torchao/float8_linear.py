@@ -125,6 +125,10 @@ class TorchaoFloat8LinearPath(LinearPathBase):
     """``F.linear`` on a torchao `Float8Tensor` weight (torch._scaled_mm), CPU or any device."""
 
     name = "torchao_float8_linear"
+    activation_in_model_dtype = (
+        "the adapter hands torchao the activation in the model (output) dtype, as a bf16 "
+        "model's linear layers receive it: x.to(out_dtype) before torchao quantizes it"
+    )
     engine = ENGINE
     known_findings: ClassVar[tuple[KnownFinding, ...]] = (
         KnownFinding(

@@ -220,6 +220,10 @@ class TorchaoMXLinearPath(LinearPathBase):
     """``F.linear`` on torchao MXTensors (emulated kernel), CPU or any device."""
 
     name = "torchao_mx_linear"
+    activation_in_model_dtype = (
+        "the adapter hands torchao the activation in the model (output) dtype, as a bf16 "
+        "model's linear layers receive it: x.to(out_dtype) before torchao quantizes it"
+    )
     engine = ENGINE
 
     def __init__(self) -> None:

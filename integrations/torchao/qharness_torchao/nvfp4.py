@@ -129,6 +129,10 @@ class TorchaoNVFP4LinearPath(LinearPathBase):
     """``F.linear`` with a torchao `NVFP4Tensor` weight (weight-only: dequantize, F.linear)."""
 
     name = "torchao_nvfp4_linear"
+    activation_in_model_dtype = (
+        "the adapter hands torchao the activation in the model (output) dtype, as a bf16 "
+        "model's linear layers receive it: x.to(out_dtype) before torchao quantizes it"
+    )
     engine = ENGINE
 
     def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
