@@ -38,9 +38,9 @@ from harness.report.stream import stream_results
 BENCHMARK_SUITE = "benchmark"
 LINEAR_SUITE = "linear"  # the suite whose SQNR the plot follows (`harness.report.plots`)
 MEMORY_SUITE = "memory"  # the suite whose peaks the plot shows (`harness.report.plots`)
-# The run's columns that identity warnings compare with its baseline's.
-STACK_FIELDS = (
-    "runner_host",
+# Software columns that, when they differ between a run and its baseline, are named in a
+# warning (`harness.report.identity`, in this order).
+STACK_COLUMNS = (
     "torch_version",
     "cuda_version",
     "hip_version",
@@ -48,8 +48,9 @@ STACK_FIELDS = (
     "qharness_version",
     "harness_commit",
     "engine_commit",
-    "engine_versions",
 )
+# The run's columns that identity warnings compare with its baseline's.
+STACK_FIELDS = ("runner_host", *STACK_COLUMNS, "engine_versions")
 
 
 @dataclass(frozen=True)

@@ -14,18 +14,8 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from harness.report.digest import RunDigest
+from harness.report.digest import STACK_COLUMNS, RunDigest
 
-# Columns that, when they differ between a run and its baseline, are named in a warning.
-STACK_COLUMNS = (
-    "torch_version",
-    "cuda_version",
-    "hip_version",
-    "driver_version",
-    "qharness_version",
-    "harness_commit",
-    "engine_commit",
-)
 LABEL_HINT = "give each runner its own `run --runner-label` (or QHARNESS_RUNNER)"
 
 
