@@ -36,8 +36,6 @@ from harness.moe.cases import (
     EXPERT_CONFIGS,
     MAX_EXPERTS,
     MAX_TOKENS,
-    MOE_HIDDEN,
-    MOE_INTERMEDIATE,
     LoadedMoECase,
     MoECase,
     config_id,
@@ -86,21 +84,18 @@ class RoutingCase:
         return f"{self.scheme}-{self.path}-t{self.tokens}-{cfg}-{self.spec.id}"
 
     @property
+    def block(self) -> MoECase:
+        """The same block as the MoE suite's case (routing aside)."""
+        return MoECase(
+            self.scheme, self.path, self.tokens, self.experts, self.top_k, self.renormalize
+        )
+
+    @property
     def problem(self) -> MoEProblem:
-        return MoEProblem(self.tokens, self.experts, self.top_k, MOE_HIDDEN, MOE_INTERMEDIATE)
+        return self.block.problem
 
     def record_fields(self) -> dict[str, Any]:
-        return {
-            "suite": "moe",
-            "scheme": self.scheme,
-            "path": self.path,
-            "shape": f"t{self.tokens}-h{MOE_HIDDEN}-i{MOE_INTERMEDIATE}",
-            "experts": self.experts,
-            "top_k": self.top_k,
-            "renormalize": self.renormalize,
-            "scoring": self.scoring,
-            "routing": "self",
-        }
+        return {**self.block.record_fields(), "scoring": self.scoring, "routing": "self"}
 
 
 def routing_cases() -> Iterator[RoutingCase]:
