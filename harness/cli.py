@@ -253,18 +253,29 @@ def _run_pytest(cmd: list[str], cwd: Path, extra_env: dict[str, str] | None = No
 
     from harness.process import child_environment, child_was_signalled
 
-    print("+ " + " ".join(cmd), flush=True)
     # A pytest session of our own: nothing of an enclosing one (an xdist worker's identity
     # would switch pytest-benchmark off) is inherited.
     env = child_environment(os.environ, INHERITED_PYTEST_VARIABLES)
     env.update(extra_env or {})
-    child = subprocess.Popen(cmd, cwd=cwd, env=env)
+    # SIGTERM is ours to forward from before the child exists: one that arrives while it
+    # starts is passed on once it does, so the run ends after the child has written its
+    # session files, never while it still writes them into the run directory.
+    started: list[subprocess.Popen[bytes]] = []
+    pending: list[int] = []
 
     def forward(signum: int, frame: Any) -> None:
-        child.send_signal(signum)
+        if started:
+            started[0].send_signal(signum)
+        else:
+            pending.append(signum)
 
     previous = signal.signal(signal.SIGTERM, forward)
     try:
+        print("+ " + " ".join(cmd), flush=True)
+        child = subprocess.Popen(cmd, cwd=cwd, env=env)
+        started.append(child)
+        for signum in pending:
+            child.send_signal(signum)
         while True:
             try:
                 status = child.wait()
@@ -298,9 +309,24 @@ def _interrupt_on_sigterm() -> None:
 
 
 def _discard_if_empty(run: Any) -> None:
-    """Remove a run directory that holds nothing (a run interrupted while starting)."""
+    """Remove the directory of a run interrupted before any test ran. pytest may still have
+    written its session files on the way out (a junit file and a results file without a
+    record); those are the run's own and say nothing, so they go too. Anything else, or a
+    results file with a record or that does not parse, keeps the directory."""
     import contextlib
+    import json
 
+    try:
+        records = json.loads(run.results.read_text()).get("records")
+    except FileNotFoundError:
+        records = []
+    except (OSError, ValueError, AttributeError):
+        return  # unreadable: not ours to judge, kept
+    if records:
+        return
+    for file in (run.results, run.junit):
+        with contextlib.suppress(FileNotFoundError):
+            file.unlink()
     for directory in (run.repro, run.path):
         with contextlib.suppress(OSError):  # absent, or not empty: kept
             directory.rmdir()
