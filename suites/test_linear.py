@@ -140,6 +140,7 @@ def test_linear(
     if conventions:
         record_result(conventions=sorted(conventions))
     numerics = linear_numerics(path, scheme, case.problem)  # what the bounds derive from
+    record_result(numerics=numerics.describe())  # the declaration held to
     y_emulated = None
     if not is_reference(path):  # same quantized operands through the emulated path
         same = layer_under_conventions(layer, conventions, numerics)
@@ -181,6 +182,7 @@ def test_linear_design(
     if conventions:
         record_result(conventions=sorted(conventions))
     numerics = linear_numerics(path, scheme, case.problem)
+    record_result(numerics=numerics.describe())  # the declaration held to
     y_emulated = None
     if not is_reference(path):
         same = layer_under_conventions(layer, conventions, numerics)
@@ -280,6 +282,7 @@ def test_linear_designed(
         )
     conventions = path_conventions(path)
     numerics = linear_numerics(path, scheme, case.problem)
+    record_result(numerics=numerics.describe())  # the declaration held to
     y_emulated = None
     if not is_reference(path):
         same = layer_under_conventions(layer, conventions, numerics)

@@ -176,6 +176,7 @@ def _check_output(
 
     conventions = path_conventions(path)  # the path's activation quantizer's, if any
     numerics = linear_numerics(path, loaded.layer.scheme, problem)  # bounds derive from it
+    record_result(numerics=numerics.describe())  # the declaration held to
     a, w = reference_operands(ckpt, x, conventions, numerics)
     y_ref = data.tensors["y_ref"].double()
     if conventions:
