@@ -119,6 +119,13 @@ class Numerics:
             )
         if self.overflow not in OVERFLOW_RULES:
             raise ValueError(f"overflow {self.overflow!r}: one of {OVERFLOW_RULES}")
+        for name in ("out_dtype", "accumulation_dtype", "activation_dtype"):
+            if not isinstance(getattr(self, name), torch.dtype):
+                raise TypeError(f"Numerics.{name}={getattr(self, name)!r}: a torch.dtype")
+        for name in ("operand_dtype", "unquantized_activation"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, torch.dtype):
+                raise TypeError(f"Numerics.{name}={value!r}: a torch.dtype or None")
 
     def round_operand(self, values: torch.Tensor) -> torch.Tensor:
         """Operand values as the kernel multiplies them (float32)."""

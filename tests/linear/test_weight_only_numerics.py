@@ -132,3 +132,12 @@ def test_weight_only_numerics_describe_the_activation() -> None:
     assert "activation unquantized in bfloat16" in WEIGHT_ONLY["brgemm"][2].describe()
     assert Numerics(OUT).activation_quantized
     assert not WEIGHT_ONLY["tinygemm"][2].activation_quantized
+
+
+@pytest.mark.parametrize("field", ["unquantized_activation", "operand_dtype", "out_dtype"])
+def test_numerics_names_a_dtype_that_is_not_one(field: str) -> None:
+    """A plugin's declaration with a dtype's name instead of the dtype is refused, naming
+    the field, instead of comparing against a wrong reference."""
+    fields: dict[str, Any] = {"out_dtype": OUT, field: "bfloat16"}
+    with pytest.raises(TypeError, match=field):
+        Numerics(**fields)
