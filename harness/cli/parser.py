@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-# Whole-module imports name each command module without importing this package's __init__,
-# which imports this module (tests/test_layering.py counts that as a cycle).
+# Whole-module imports: `from harness.cli import golden` would make this module depend on the
+# package's __init__, which imports this module, a cycle tests/test_layering.py refuses.
 import harness.cli.golden as golden
 import harness.cli.history as history
 import harness.cli.platform as platform
