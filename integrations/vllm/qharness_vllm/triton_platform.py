@@ -199,7 +199,8 @@ def simulated_platform(arch: str | None) -> Iterator[None]:
 @contextmanager
 def simulated_device(arch: str | None) -> Iterator[None]:
     """The GPU vendor and compute capability vLLM's kernel launchers read, as on ``arch``
-    (``is_rocm``/``is_cuda``/``is_cuda_alike`` and the ``*_device_capability`` queries);
+    (``is_rocm``/``is_cuda``/``is_cuda_alike``, ``supports_fp8`` and the
+    ``*_device_capability`` queries);
     nothing under None. Used only around the fused-MoE launcher (qharness_vllm.triton_moe),
     whose tuning defaults differ on ROCm and whose swap-AB branch runs on capability 9.0:
     inside it, vLLM's CustomOps would dispatch to HIP/CUDA kernels, so nothing else runs
@@ -222,12 +223,14 @@ def simulated_device(arch: str | None) -> Iterator[None]:
         "is_rocm": lambda: sim.vendor == "rocm",
         "is_cuda": lambda: sim.vendor == "cuda",
         "is_cuda_alike": lambda: True,
+        "supports_fp8": lambda: True,  # every simulated arch has FP8 (gfx942: fnuz)
         "get_device_capability": lambda device_id=0: cap,
         "has_device_capability": lambda c, device_id=0: tuple(cap) >= _as_tuple(c),
         "is_device_capability": lambda c, device_id=0: tuple(cap) == _as_tuple(c),
         "is_device_capability_family": lambda c, device_id=0: cap.major == c // 10,
     }
     saved = {k: current_platform.__dict__.get(k) for k in attrs}
+    _clear_platform_caches()
     try:
         for k, v in attrs.items():
             setattr(current_platform, k, v)
@@ -238,3 +241,20 @@ def simulated_device(arch: str | None) -> Iterator[None]:
                 current_platform.__dict__.pop(k, None)
             else:
                 setattr(current_platform, k, old)
+        _clear_platform_caches()
+
+
+# vLLM functions that cache an answer read from the platform (a real process never changes
+# GPU): cleared on entering and leaving `simulated_device`, so one process may simulate
+# several archs (the adapter's self-tests do).
+PLATFORM_CACHES: tuple[tuple[str, str], ...] = (
+    ("vllm.model_executor.layers.fused_moe.utils", "enable_swap_ab"),  # capability 9.0
+    ("vllm.model_executor.layers.fused_moe.fused_moe", "get_moe_configs"),  # device name
+)
+
+
+def _clear_platform_caches() -> None:
+    for module, name in PLATFORM_CACHES:
+        loaded = sys.modules.get(module)
+        if loaded is not None:
+            getattr(loaded, name).cache_clear()
