@@ -87,7 +87,7 @@ def compiled_or_stand_in() -> Iterator[bool]:
     from vllm import _custom_ops as ops
 
     saved = ops.moe_align_block_size
-    ops.moe_align_block_size = align_block_size  # type: ignore[assignment]
+    ops.moe_align_block_size = align_block_size
     try:
         yield True
     finally:

@@ -50,7 +50,6 @@ from harness import (
     EMULATE,
     FP8_BLOCK,
     MOE_SCHEMES,
-    SCHEMES,
     WHOLE,
     DispatchTable,
     KnownFinding,
@@ -174,9 +173,10 @@ _HOPPER_PER_CHANNEL = (
     "(the fp8 method's allow_vllm_cutlass=False)"
 )
 _NO_TRITON_KEY = (
-    "vLLM's TritonExperts lists no (per-channel weight, static per-tensor activation) key "
-    "(its launcher would read one weight scale per expert), so vLLM never runs this kernel "
-    "for it"
+    "vLLM runs no FP8 MoE for per-channel weights with a static per-tensor activation: "
+    "compressed-tensors' FP8 MoE method refuses the checkpoint (neither its per-tensor nor "
+    "its channel/token case, so it asserts the block strategy) and TritonExperts lists no "
+    "such key"
 )
 NOT_SELECTED: dict[str, dict[str, str]] = {
     "gfx942": {"fp8_w_per_channel_a_static_fnuz": _NO_TRITON_KEY},
@@ -229,7 +229,7 @@ class Assignment:
 class VllmTritonFusedMoEPath(PathBase):
     """``fused_moe_kernel`` (both grouped GEMMs) under vLLM's config for the problem."""
 
-    name: ClassVar[str] = "vllm_triton_fused_moe"
+    name = "vllm_triton_fused_moe"
     small_blocks: ClassVar[bool] = False
     engine = ENGINE
     known_findings: ClassVar[tuple[KnownFinding, ...]] = ()
@@ -248,6 +248,12 @@ class VllmTritonFusedMoEPath(PathBase):
         c = choose(self.table, self.kernels, arch, scheme, f"{self.name} dispatch", __name__)
         if c.kernel is None and scheme.name in NOT_SELECTED.get(arch, {}):
             return None, NOT_SELECTED[arch][scheme.name]
+        if c.decision == EMULATE:
+            flavour = "e4m3fnuz" if fp8_dtype_for(arch) == torch.float8_e4m3fnuz else "e4m3fn"
+            return None, (
+                f"{scheme.name} is not one of fused_moe_kernel's FP8 w8a8 modes (per tensor, "
+                f"per channel, 128x128 blocks) in {arch}'s FP8 flavour ({flavour})"
+            )
         return c.kernel, c.reason
 
     def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
@@ -277,7 +283,9 @@ class VllmTritonFusedMoEPath(PathBase):
         )
 
     # ------------------------------------------------------------------ vLLM calls
-    def config(self, layer: MoELayer, tokens: int, top_k: int, mode: FusedMoEMode) -> dict:
+    def config(
+        self, layer: MoELayer, tokens: int, top_k: int, mode: FusedMoEMode
+    ) -> dict[str, Any]:
         """vLLM's ``try_get_optimal_moe_config`` for the layer (as TritonExperts.apply asks
         it), or `SMALL_BLOCKS`; call under the simulated platform."""
         if self.small_blocks:
@@ -315,7 +323,9 @@ class VllmTritonFusedMoEPath(PathBase):
             assigned = Assignment(sorted_ids, expert_ids, npp)
             spec = layer.scheme.activation
             a1 = quantize_operand(x, spec, layer.a1_scale)
-            gate_up = self._gemm(mode, fp8, a1.quantized, layer.w13, routing, top_k, assigned, config)
+            gate_up = self._gemm(
+                mode, fp8, a1.quantized, layer.w13, routing, top_k, assigned, config
+            )
             act = silu_and_mul(gate_up)
             a2 = quantize_operand(act, spec, layer.a2_scale)
             y = self._gemm(mode, fp8, a2.quantized, layer.w2, routing, 1, assigned, config)
