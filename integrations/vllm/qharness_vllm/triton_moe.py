@@ -237,7 +237,6 @@ class VllmTritonFusedMoEPath(PathBase):
     def __init__(self) -> None:
         self.table = moe_table()
         self.kernels = MODES
-        self.aligned_by_stand_in = 0  # calls where qharness_vllm.moe_align stood in
 
     @property
     def uses_capabilities(self) -> frozenset[str]:
@@ -315,7 +314,7 @@ class VllmTritonFusedMoEPath(PathBase):
         fp8 = fp8_dtype_for(target_arch(platform))
         tokens, top_k = routing.ids.shape
         ids = routing.ids.to(torch.int32).contiguous()  # vLLM's router emits int32 ids
-        with simulated_platform(arch), simulated_device(arch), compiled_or_stand_in() as stood:
+        with simulated_platform(arch), simulated_device(arch), compiled_or_stand_in():
             config = self.config(layer, tokens, top_k, mode)
             sorted_ids, expert_ids, npp = _prepare_expert_assignment(
                 ids, config, tokens, top_k, layer.num_experts, None, block_shape=mode.block_shape
@@ -329,7 +328,6 @@ class VllmTritonFusedMoEPath(PathBase):
             act = silu_and_mul(gate_up)
             a2 = quantize_operand(act, spec, layer.a2_scale)
             y = self._gemm(mode, fp8, a2.quantized, layer.w2, routing, 1, assigned, config)
-        self.aligned_by_stand_in += int(stood and sorted_ids is not None)
         return MoETrace(out=combine(y, routing), act=act, act_q=a2.quantized, gate_up=gate_up, y=y)
 
     def _gemm(
