@@ -199,7 +199,7 @@ def simulated_platform(arch: str | None) -> Iterator[None]:
 @contextmanager
 def simulated_device(arch: str | None) -> Iterator[None]:
     """The GPU vendor and compute capability vLLM's kernel launchers read, as on ``arch``
-    (``is_rocm``/``is_cuda``/``is_cuda_alike``, ``supports_fp8`` and the
+    (``is_rocm``/``is_cuda``/``is_cuda_alike``/``is_cpu``, ``supports_fp8`` and the
     ``*_device_capability`` queries);
     nothing under None. Used only around the fused-MoE launcher (qharness_vllm.triton_moe),
     whose tuning defaults differ on ROCm and whose swap-AB branch runs on capability 9.0:
@@ -223,6 +223,7 @@ def simulated_device(arch: str | None) -> Iterator[None]:
         "is_rocm": lambda: sim.vendor == "rocm",
         "is_cuda": lambda: sim.vendor == "cuda",
         "is_cuda_alike": lambda: True,
+        "is_cpu": lambda: False,
         "supports_fp8": lambda: True,  # every simulated arch has FP8 (gfx942: fnuz)
         "get_device_capability": lambda device_id=0: cap,
         "has_device_capability": lambda c, device_id=0: tuple(cap) >= _as_tuple(c),

@@ -203,6 +203,62 @@ def test_tritonexperts_keys_agree_with_the_table(arch: str, kind: str) -> None:
         assert (flavoured not in runs) == takes, (arch, flavoured)
 
 
+def _first_backend(wk: object, ak: object) -> tuple[list[str], str | None]:
+    """select_fp8_moe_backend's priority order here, and the first backend whose kernel
+    classes take this device and key (the two predicates only: the full config check needs
+    a model's FusedMoEConfig). Predicates that need a compiled op or a package this CPU build
+    lacks (vLLM CUTLASS, flashinfer) answer False here, as an exception."""
+    from types import SimpleNamespace
+
+    from vllm.model_executor.layers.fused_moe.oracle import fp8 as oracle
+
+    parallel = SimpleNamespace(use_deepep_v2_kernels=False, ep_size=1)  # one GPU, no EP
+    order = oracle._get_priority_backends(SimpleNamespace(moe_parallel_config=parallel), wk, ak)
+    for backend in order:
+        try:
+            classes = oracle.backend_to_kernel_cls(backend)
+        except Exception:  # a backend whose module does not import on this build
+            continue
+        for cls in classes:
+            try:
+                ok = cls._supports_current_device() and cls._supports_quant_scheme(wk, ak)
+            except Exception:
+                ok = False
+            if ok:
+                return [b.value for b in order], backend.value
+    return [b.value for b in order], None
+
+
+@pytest.mark.parametrize("arch", sorted(triton_platform.ARCHS))
+@pytest.mark.parametrize("kind", ["fp8_per_tensor", "fp8_per_channel", "fp8_per_block"])
+def test_vllms_backend_order_agrees_with_the_table(arch: str, kind: str) -> None:
+    """On the simulated ROCm archs TRITON is the first FP8 MoE backend that takes every
+    kind the table runs (AITER off by default, the others CUDA-only); on sm_90 TRITON is
+    moved to the front for blocks, and for per-tensor and per-channel FlashInfer CUTLASS and
+    vLLM CUTLASS come before it and take the key (`NOT_SELECTED`'s reasons; their device
+    predicates need flashinfer / compiled CUTLASS, absent here)."""
+    from vllm.model_executor.layers.fused_moe.experts.cutlass_moe import CutlassExpertsFp8
+    from vllm.model_executor.layers.fused_moe.experts.flashinfer_cutlass_moe import (
+        FlashInferExperts,
+    )
+    from vllm.model_executor.layers.quantization.utils import quant_utils
+
+    wk, ak = (getattr(quant_utils, k) for k in _KEYS[kind])
+    with triton_platform.simulated_device(arch):
+        order, first = _first_backend(wk, ak)
+        flashinfer_takes = FlashInferExperts._supports_quant_scheme(wk, ak)
+    cutlass_takes = CutlassExpertsFp8._supports_quant_scheme(wk, ak)
+    if triton_platform.ARCHS[arch].vendor == "rocm":
+        assert first == "TRITON", (order, first)
+    elif kind == "fp8_per_block":
+        assert order[0] == "TRITON", order
+    else:
+        assert order.index("VLLM_CUTLASS") < order.index("TRITON"), order
+        assert order.index("FLASHINFER_CUTLASS") < order.index("TRITON"), order
+        assert cutlass_takes
+        assert flashinfer_takes == (kind == "fp8_per_tensor")
+
+
 # ------------------------------------------------------------------ launcher facts
 def test_vllm_ships_no_tuned_moe_config_for_the_suite_shapes() -> None:
     """So try_get_optimal_moe_config falls back to get_default_config on every simulated
