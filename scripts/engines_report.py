@@ -47,8 +47,11 @@ PATH_CONVENTIONS: dict[str, str] = {
         "on CPUs with AMX tiles and no AMX-FP8 only: CPUFp8PerTensorScaledMMLinearKernel / "
         'CPUFp8BlockScaledMMKernel compute W8A16 by design ("activations stay BF16/FP32 - '
         "no FP8 activation quantization\"); deviation: the activation's FP8 quantization "
-        "error (up to 4 bf16 ULPs on the 8x128x256 case). Still recorded under its known "
-        "finding text where it runs; not selected on CPUs without AMX"
+        "error (up to 4 bf16 ULPs on the 8x128x256 case). Declared as the path's numerics "
+        "where vLLM selects them in a bf16 model (Numerics.unquantized_activation: the "
+        "activation as it arrives; above 4 tokens brgemm with code * scale rounded to bf16, "
+        "at most 4 the tiny kernel on exact codes with per-128-K-block scales); not "
+        "selected on CPUs without AMX, so not measured here"
     ),
 }
 

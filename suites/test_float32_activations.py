@@ -26,9 +26,14 @@ from harness.linear.cases import LoadedLinearCase, linear_inputs, normalize_outp
 from harness.linear.checks import expected_output, linear_checks
 from harness.linear.paths import get_path, linear_paths
 from harness.paths import LinearProblem
-from harness.paths.base import activation_in_model_dtype, is_reference, linear_numerics
+from harness.paths.base import (
+    activation_in_model_dtype,
+    is_reference,
+    layer_under_conventions,
+    linear_numerics,
+)
 from harness.platform.info import PlatformInfo
-from harness.plugin import RecordChecks
+from harness.plugin import RecordChecks, RecordResult
 
 # One scheme per activation handling: static per-tensor, dynamic per-token, unquantized,
 # MX blocks.
@@ -112,10 +117,13 @@ class Float32Case:
     "case", [Float32Case(s, p) for s in SCHEMES for p in linear_paths()], ids=lambda c: c.id
 )
 def test_float32_activation(
-    case: Float32Case, qh_platform: PlatformInfo, record_checks: RecordChecks
+    case: Float32Case,
+    qh_platform: PlatformInfo,
+    record_checks: RecordChecks,
+    record_result: RecordResult,
 ) -> None:
     """The checks of `harness.linear.checks.LINEAR_CHECKS` on a float32-valued activation."""
-    _check_case(case, qh_platform, record_checks)
+    _check_case(case, qh_platform, record_checks, record_result)
 
 
 @pytest.mark.parametrize(
@@ -124,14 +132,22 @@ def test_float32_activation(
     ids=lambda c: c.id,
 )
 def test_float32_activation_long_k(
-    case: Float32Case, qh_platform: PlatformInfo, record_checks: RecordChecks
+    case: Float32Case,
+    qh_platform: PlatformInfo,
+    record_checks: RecordChecks,
+    record_result: RecordResult,
 ) -> None:
     """The same checks on a long row (LONG_SHAPE) peaking in its tail, whose MX blocks'
     maxima cross a scale point in bf16."""
-    _check_case(case, qh_platform, record_checks)
+    _check_case(case, qh_platform, record_checks, record_result)
 
 
-def _check_case(case: Float32Case, qh_platform: PlatformInfo, record_checks: RecordChecks) -> None:
+def _check_case(
+    case: Float32Case,
+    qh_platform: PlatformInfo,
+    record_checks: RecordChecks,
+    record_result: RecordResult,
+) -> None:
     scheme, path = case.scheme, case.path
     spec = get_scheme(scheme)
     m, n, k = case.shape
@@ -151,9 +167,11 @@ def _check_case(case: Float32Case, qh_platform: PlatformInfo, record_checks: Rec
     y = linear_path.forward(layer, x.to(device), OUT).cpu()
     assert y.shape == (m, n)
     assert y.dtype == OUT
+    numerics = linear_numerics(linear_path, spec, problem)  # what the bounds derive from
+    record_result(numerics=numerics.describe())  # the declaration held to
     y_emulated = None
     if not is_reference(linear_path):
-        y_emulated = get_path("emulated").forward(layer, x.to(device), OUT).cpu()
-    numerics = linear_numerics(linear_path, spec, problem)  # what the bounds derive from
+        same = layer_under_conventions(layer, frozenset(), numerics)
+        y_emulated = get_path("emulated").forward(same, x.to(device), OUT).cpu()
     expected = expected_output(loaded, spec, True, numerics)
     record_checks(linear_checks(y, y_emulated, expected, path))

@@ -35,7 +35,12 @@ from harness.paths.base import (
     path_conventions,
 )
 from harness.paths.findings import known_finding
-from harness.paths.operands import QuantizedOperands, exposes_operands, path_operands
+from harness.paths.operands import (
+    QuantizedOperands,
+    exposes_operands,
+    operands_shown,
+    path_operands,
+)
 from harness.platform.info import PlatformInfo
 from harness.plugin import (
     MeasureMemory,
@@ -134,11 +139,12 @@ def test_linear(
     conventions = path_conventions(path)  # the path's activation quantizer's, if any
     if conventions:
         record_result(conventions=sorted(conventions))
+    numerics = linear_numerics(path, scheme, case.problem)  # what the bounds derive from
+    record_result(numerics=numerics.describe())  # the declaration held to
     y_emulated = None
     if not is_reference(path):  # same quantized operands through the emulated path
-        same = layer_under_conventions(layer, conventions)
+        same = layer_under_conventions(layer, conventions, numerics)
         y_emulated = get_path("emulated").forward(same, x, out_dtype).cpu()
-    numerics = linear_numerics(path, scheme, case.problem)  # what the bounds derive from
     expected = expected_output(loaded, scheme, case.bias, numerics, conventions)
     repro_case("linear", **linear_bundle_tensors(loaded.layer, loaded.x, y, expected))
     record_checks(
@@ -175,11 +181,12 @@ def test_linear_design(
     conventions = path_conventions(path)
     if conventions:
         record_result(conventions=sorted(conventions))
+    numerics = linear_numerics(path, scheme, case.problem)
+    record_result(numerics=numerics.describe())  # the declaration held to
     y_emulated = None
     if not is_reference(path):
-        same = layer_under_conventions(layer, conventions)
+        same = layer_under_conventions(layer, conventions, numerics)
         y_emulated = get_path("emulated").forward(same, x, out_dtype).cpu()
-    numerics = linear_numerics(path, scheme, case.problem)
     expected = expected_output(loaded, scheme, case.bias, numerics, conventions)
     record_checks(
         linear_checks(y, y_emulated, expected, case.path),
@@ -214,6 +221,9 @@ def test_linear_operands(
     support = path.supports(scheme, case.problem, qh_platform)
     if not support.ok:
         pytest.skip(support.reason)
+    shown = operands_shown(path, scheme, case.problem)
+    if not shown.ok:
+        pytest.skip(shown.reason)
     data = load_golden(golden_store, f"linear/{case.scheme}")
     loaded = load_linear_case(data, case.scheme, case.shape, bias=False)
     device = qh_platform.torch_device
@@ -262,7 +272,8 @@ def test_linear_designed(
     finding = known_finding(path, case.finding_case())
     try:
         y = path.forward(layer, x, out_dtype).cpu()
-        got = path_operands(path, layer, x, out_dtype) if exposes_operands(path) else None
+        shows = exposes_operands(path) and operands_shown(path, scheme, case.problem).ok
+        got = path_operands(path, layer, x, out_dtype) if shows else None
     except Exception as exc:
         if finding is not None:
             xfail_known(record_result, finding, f"{type(exc).__name__}: {exc}")
@@ -270,11 +281,12 @@ def test_linear_designed(
             f"path {case.path!r} raised on {case.id}: {type(exc).__name__}: {exc}", pytrace=False
         )
     conventions = path_conventions(path)
+    numerics = linear_numerics(path, scheme, case.problem)
+    record_result(numerics=numerics.describe())  # the declaration held to
     y_emulated = None
     if not is_reference(path):
-        same = layer_under_conventions(layer, conventions)
+        same = layer_under_conventions(layer, conventions, numerics)
         y_emulated = get_path("emulated").forward(same, x, out_dtype).cpu()
-    numerics = linear_numerics(path, scheme, case.problem)
     expected = expected_output(loaded, scheme, False, numerics, conventions)
     checks = linear_checks(y, y_emulated, expected, case.path)
     if got is not None:

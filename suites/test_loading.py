@@ -175,23 +175,33 @@ def _check_output(
     assert y.dtype == OUT_DTYPE, f"{p.path} returned {y.dtype}"
 
     conventions = path_conventions(path)  # the path's activation quantizer's, if any
-    a, w = reference_operands(ckpt, x, conventions)
+    numerics = linear_numerics(path, loaded.layer.scheme, problem)  # bounds derive from it
+    record_result(numerics=numerics.describe())  # the declaration held to
+    a, w = reference_operands(ckpt, x, conventions, numerics)
     y_ref = data.tensors["y_ref"].double()
-    if conventions:  # the exact effect of activation values the conventions change
+    if conventions:
         record_result(conventions=sorted(conventions))
+    if conventions or not numerics.activation_quantized:
+        # the exact effect of the activation values the declaration changes
         y_ref = y_ref + (a - reference_operands(ckpt, x)[0]) @ w.t()
     bias = data.tensors["bias"].double()
     abs_product = data.tensors["abs_product"].double()
     bound = output_bound(y_ref, bias, abs_product, k, p.bias, OUT_DTYPE)
-    numerics = linear_numerics(path, loaded.layer.scheme, problem)  # bounds derive from it
     y_emulated = None
     if not is_reference(path):  # the same loaded layer through the emulated path
-        same = layer_under_conventions(loaded.layer, conventions)
+        same = layer_under_conventions(loaded.layer, conventions, numerics)
         y_emulated = get_path("emulated").forward(same, x, OUT_DTYPE).cpu()
     interval = linear_gemm_interval(a, w, bias if p.bias else None, numerics)
     other = ""
     if rounds_operands(a, w, numerics):
         other = f"the path multiplies operands rounded to {numerics.operand_dtype}"
+        # the exact effect of the declared operand rounding (zero where it changes nothing)
+        added = bias if p.bias else torch.zeros_like(bias)
+        bound = bound + (interval.center - (a @ w.t() + added)).abs()
+    if not numerics.activation_quantized:
+        other = "the path multiplies the activation unquantized (declared)" + (
+            f"; {other}" if other else ""
+        )
     results = [
         *output_checks(y, y_ref, bias, bound, p.bias, p.path),
         *rounding_checks(y, y_emulated, interval, numerics.output_roundings, p.path, other),

@@ -43,7 +43,7 @@ from harness.core.compare import (
 from harness.core.quantize import quantize_activation
 from harness.core.schemes import Scheme
 from harness.linear.cases import LoadedLinearCase
-from harness.paths.base import Numerics, with_activation_conventions
+from harness.paths.base import Numerics, scheme_as_multiplied
 from harness.paths.bounds import linear_gemm_interval, rounds_operands
 
 LINEAR_CHECKS = (
@@ -84,7 +84,13 @@ class ExpectedOutput:
         return self.lo == self.hi
 
 
-def _activation(loaded: LoadedLinearCase, scheme: Scheme) -> torch.Tensor:
+def _activation(
+    loaded: LoadedLinearCase, scheme: Scheme, numerics: Numerics | None = None
+) -> torch.Tensor:
+    """The activation (float64) a path multiplies: the scheme's quantized one, or, where
+    its numerics declare it unquantized, the input in the declared dtype."""
+    if numerics is not None and numerics.unquantized_activation is not None:
+        return loaded.x.to(numerics.unquantized_activation).double()
     xq = quantize_activation(loaded.x, scheme, loaded.layer.input_scale)
     return loaded.x.double() if xq is None else xq.dequantize(torch.float64)
 
@@ -100,8 +106,10 @@ def expected_output(
     path declaring ``numerics`` (`harness.paths.bounds`, the one GEMM bound).
 
     A path that declares engine ``conventions`` for its activation quantizer is held to the
-    activation the reference quantizer computes under them: the golden product plus the
-    exact float64 effect of the activation values that differ (zero where none do).
+    activation the reference quantizer computes under them, and a path whose numerics
+    declare the activation unquantized (a weight-only kernel) to the activation itself:
+    the golden product plus the exact float64 effect of the activation values that differ
+    (zero where none do).
     """
     out_dtype, roundings = numerics.out_dtype, numerics.output_roundings
     n = loaded.layer.weight.codes.shape[0]
@@ -109,9 +117,10 @@ def expected_output(
     # same product recomputed here in float64 is the center of the bit-exact interval.
     b = loaded.inputs["bias"].double() if bias else torch.zeros(n).double()
     w = loaded.layer.weight.dequantize(torch.float64)
-    a = _activation(loaded, with_activation_conventions(scheme, conventions))
+    multiplied = scheme_as_multiplied(scheme, conventions, numerics)
+    a = _activation(loaded, multiplied, numerics)
     reference = loaded.y_ref.double() + b
-    if conventions:
+    if multiplied is not scheme:
         reference = reference + (a - _activation(loaded, scheme)) @ w.t()
     # The interval of the loaded operands as the path multiplies them (paths.bounds)
     acc = linear_gemm_interval(a, w, b if bias else None, numerics)
@@ -122,6 +131,10 @@ def expected_output(
     if rounds_operands(a, w, numerics):
         other = f"the path multiplies operands rounded to {numerics.operand_dtype}"
         operand_effect = (acc.center - (a @ w.t() + b)).abs()
+    if not numerics.activation_quantized:
+        other = "the path multiplies the activation unquantized (declared)" + (
+            f"; {other}" if other else ""
+        )
     # A rounding before the bias is added errs by u_out |product| (the reference without
     # its bias), the others by u_out |y|: the two agree without a bias.
     before_bias = numerics.roundings_before_bias if bias else 0

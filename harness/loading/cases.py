@@ -40,7 +40,7 @@ from harness.core.quantize import (
 )
 from harness.core.schemes import SCHEMES, WHOLE, Scheme, get_scheme
 from harness.loading.checkpoint import LinearCheckpoint, QuantConfig, Shard, build_checkpoint
-from harness.paths.base import with_activation_conventions
+from harness.paths.base import Numerics, scheme_as_multiplied
 from harness.store.golden import GoldenData, register_each
 
 PREFIX = "model.layers.0.proj"
@@ -250,14 +250,20 @@ def expected_runtime_weight(
 
 
 def reference_operands(
-    ckpt: LinearCheckpoint, x: torch.Tensor, conventions: frozenset[str] = frozenset()
+    ckpt: LinearCheckpoint,
+    x: torch.Tensor,
+    conventions: frozenset[str] = frozenset(),
+    numerics: Numerics | None = None,
 ) -> tuple[torch.Tensor, ...]:
     """Exact float64 (activation, weight) a correctly loaded layer multiplies: the center
     of the rounding interval every path that rounds once must land in. ``conventions``:
-    those the path declares for its activation quantizer (harness.core.conventions)."""
-    scheme = with_activation_conventions(ckpt.scheme, conventions)
+    those the path declares for its activation quantizer (harness.core.conventions);
+    ``numerics``: the path's, where they declare the activation unquantized."""
+    scheme = scheme_as_multiplied(ckpt.scheme, conventions, numerics)
     xq = quantize_activation(x, scheme, merged_input_scale(ckpt))
     a = x.double() if xq is None else xq.dequantize(torch.float64)
+    if numerics is not None and numerics.unquantized_activation is not None:
+        a = x.to(numerics.unquantized_activation).double()
     return a, expected_runtime_weight(ckpt, torch.float64)
 
 

@@ -40,7 +40,7 @@ from harness.core.schemes import Scheme
 from harness.loading.checkpoint import CheckpointError, LinearCheckpoint, validate_checkpoint
 from harness.loading.invariants import shard_violations
 from harness.loading.loaders import LoadedLayer
-from harness.paths.base import Numerics, with_activation_conventions
+from harness.paths.base import Numerics, scheme_as_multiplied
 from harness.paths.bounds import linear_gemm_interval
 
 
@@ -151,11 +151,14 @@ def layer_reference(
     layer: QuantizedLinear, x: torch.Tensor, numerics: Numerics, conventions: frozenset[str]
 ) -> LayerReference:
     """The reference for this exact input: x quantized by the harness under the engine's
-    conventions, times the runtime weight, plus the bias, in float64 (core.checks: the
-    accumulation interval, Higham gamma_{K+3}); plus the path's roundings to its output."""
-    scheme = with_activation_conventions(layer.scheme, conventions)
+    conventions (or as it arrives, where the numerics declare a weight-only kernel), times
+    the runtime weight, plus the bias, in float64 (core.checks: the accumulation interval,
+    Higham gamma_{K+3}); plus the path's roundings to its output."""
+    scheme = scheme_as_multiplied(layer.scheme, conventions, numerics)
     xq = quantize_activation(x, scheme, layer.input_scale)
     a = x.double() if xq is None else xq.dequantize(torch.float64)
+    if numerics.unquantized_activation is not None:
+        a = x.to(numerics.unquantized_activation).double()
     w = layer.weight.dequantize(torch.float64)
     acc = linear_gemm_interval(a, w, layer.bias, numerics)
     out, roundings = numerics.out_dtype, numerics.output_roundings

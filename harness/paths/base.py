@@ -101,6 +101,15 @@ class Numerics:
     # +-Inf from max + half an ULP up, what the reference and a plain cast do) or
     # "saturate" (+-max, as some engines' epilogues do); docs/SCHEMES.md#output-overflow.
     overflow: str = "ieee"
+    # linear: None where the kernel multiplies the scheme's quantized activation; a dtype
+    # where it multiplies the activation as it receives it, in that dtype, instead: a
+    # weight-only (W8A16) kernel an engine selects for a W8A8 checkpoint on purpose and
+    # documents. The reference is then that activation times the dequantized weight.
+    unquantized_activation: torch.dtype | None = None
+
+    @property
+    def activation_quantized(self) -> bool:
+        return self.unquantized_activation is None
 
     def __post_init__(self) -> None:
         if not 0 <= self.roundings_before_bias <= self.output_roundings:
@@ -110,6 +119,13 @@ class Numerics:
             )
         if self.overflow not in OVERFLOW_RULES:
             raise ValueError(f"overflow {self.overflow!r}: one of {OVERFLOW_RULES}")
+        for name in ("out_dtype", "accumulation_dtype", "activation_dtype"):
+            if not isinstance(getattr(self, name), torch.dtype):
+                raise TypeError(f"Numerics.{name}={getattr(self, name)!r}: a torch.dtype")
+        for name in ("operand_dtype", "unquantized_activation"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, torch.dtype):
+                raise TypeError(f"Numerics.{name}={value!r}: a torch.dtype or None")
 
     def round_operand(self, values: torch.Tensor) -> torch.Tensor:
         """Operand values as the kernel multiplies them (float32)."""
@@ -136,7 +152,12 @@ class Numerics:
         out = _dtype_name(self.out_dtype)
         act = _dtype_name(self.activation_dtype)
         saturating = ", saturating" if self.overflow == "saturate" else ""
-        return f"operands {op}, {acc} accumulate, out {out}{saturating}, SiLU in {act}"
+        weight_only = (
+            ""
+            if self.unquantized_activation is None
+            else f", activation unquantized in {_dtype_name(self.unquantized_activation)}"
+        )
+        return f"operands {op}{weight_only}, {acc} accumulate, out {out}{saturating}, SiLU in {act}"
 
 
 EXACT_FP32 = Numerics(out_dtype=torch.float32)  # exact operands, float32 sum and output
@@ -279,10 +300,24 @@ def with_activation_conventions(scheme: Scheme, conventions: frozenset[str]) -> 
     return replace(scheme, activation=with_conventions(scheme.activation, conventions))
 
 
-def layer_under_conventions(layer: QuantizedLinear, conventions: frozenset[str]) -> QuantizedLinear:
-    """The same loaded layer, its activations quantized under ``conventions`` (what
-    `emulated` runs when compared with a path that declares them)."""
-    scheme = with_activation_conventions(layer.scheme, conventions)
+def scheme_as_multiplied(
+    scheme: Scheme, conventions: frozenset[str], numerics: Numerics | None = None
+) -> Scheme:
+    """The scheme whose operands a path multiplies: its activation quantized under the
+    path's ``conventions``, or no activation quantization where its ``numerics`` declare
+    that the kernel takes the activation as it receives it (``activation_quantized``)."""
+    if numerics is not None and not numerics.activation_quantized:
+        return scheme if scheme.activation is None else replace(scheme, activation=None)
+    return with_activation_conventions(scheme, conventions)
+
+
+def layer_under_conventions(
+    layer: QuantizedLinear, conventions: frozenset[str], numerics: Numerics | None = None
+) -> QuantizedLinear:
+    """The same loaded layer, its activations quantized as the path declares (under
+    ``conventions``, or not at all: `scheme_as_multiplied`): what `emulated` runs when
+    compared with that path."""
+    scheme = scheme_as_multiplied(layer.scheme, conventions, numerics)
     return layer if scheme is layer.scheme else replace(layer, scheme=scheme)
 
 

@@ -14,7 +14,10 @@ the spec's tile grid (`harness.core.quantize.QuantizedTensor`). The suite then c
 them bit for bit with the reference quantizer (`harness.linear.checks.operand_checks`).
 
 The capability is optional: a path without the method is not asked (`exposes_operands`),
-and its outputs are checked as before.
+and its outputs are checked as before. A path whose kernel, for some problems, quantizes
+no operand to show (a weight-only kernel its engine selects there) says so per problem
+with ``shows_operands(scheme, problem) -> Support`` (`operands_shown`); the operand checks
+then skip with its reason.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from harness.core.quantize import QuantizedLinear, QuantizedTensor
+from harness.core.schemes import Scheme
+from harness.paths.base import LinearProblem, Support
 
 
 @dataclass(frozen=True)
@@ -80,3 +85,16 @@ def path_operands(
             f"path {name!r}: quantized_operands() returned {operands!r}, not QuantizedOperands"
         )
     return operands
+
+
+def operands_shown(path: object, scheme: Scheme, problem: LinearProblem) -> Support:
+    """Whether ``path`` shows its kernel's operands for this problem (default: always,
+    for a path that `exposes_operands`); a path declares exceptions in ``shows_operands``."""
+    method = getattr(path, "shows_operands", None)
+    if method is None:
+        return Support.yes()
+    support = method(scheme, problem)
+    if not isinstance(support, Support):
+        name = getattr(path, "name", type(path).__name__)
+        raise TypeError(f"path {name!r}: shows_operands() returned {support!r}, not Support")
+    return support

@@ -25,7 +25,7 @@ def _run_with_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpus: int) -
         return 5  # no tests ran: nothing else of the run happens
 
     monkeypatch.setattr(workers, "visible_gpu_count", lambda: gpus)
-    monkeypatch.setattr(cli, "_run_pytest", fake_pytest)
+    monkeypatch.setattr("harness.cli.run.run_pytest", fake_pytest)
     for name in ("QHARNESS_GPUS", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"):
         monkeypatch.delenv(name, raising=False)
     cli.main(["run", "--reports-dir", str(tmp_path / "reports")])

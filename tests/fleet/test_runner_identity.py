@@ -79,15 +79,13 @@ def test_label_from_the_environment_reaches_the_results_file(
 def test_runner_label_option_is_checked_and_passed_to_pytest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import harness.cli as cli
-
     seen: dict[str, str] = {}
 
     def fake_pytest(cmd: list[str], cwd: Path, extra_env: dict[str, str] | None = None) -> int:
         seen.update(extra_env or {})
         return 5
 
-    monkeypatch.setattr(cli, "_run_pytest", fake_pytest)
+    monkeypatch.setattr("harness.cli.run.run_pytest", fake_pytest)
     monkeypatch.delenv("QHARNESS_RUNNER", raising=False)
     reports = str(tmp_path / "reports")
     main(["run", "--workers", "0", "--reports-dir", reports, "--runner-label", "h100-a"])

