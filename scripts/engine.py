@@ -57,15 +57,20 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
         "vllm",
     ),
     # vLLM's Triton GPU kernels, interpreted on simulated GPUs (SIMULATE); the -k keeps
-    # the stage to the Triton paths (the interpreter is slow).
+    # the stage to the Triton paths (the interpreter is slow). MoE: unnormalized routing
+    # only (renormalizing changes the routing weights alone, which the harness's combine
+    # applies); every token count (t1 takes vLLM's naive block assignment, t7 and t64 the
+    # aligned one), both configs, both expert configs, the long-hidden cases.
     "vllm-triton": (
         "integrations/vllm",
         (
             "suites/test_quantizers.py",
             "suites/test_linear.py",
+            "suites/test_moe.py",
             "integrations/vllm/tests/test_vllm_triton.py",
+            "integrations/vllm/tests/test_vllm_triton_moe.py",
         ),
-        "vllm_triton",
+        "vllm_triton and not (fused_moe and renorm and not norenorm)",
     ),
     "models": (
         "integrations/vllm",
@@ -115,7 +120,7 @@ SHARED_VENV: dict[str, str] = {"vllm-triton": "vllm", "models": "vllm"}
 # Engines whose kernels run here on simulated GPUs: one pytest run per QHARNESS_SIMULATE value.
 SIMULATIONS: dict[str, tuple[str, ...]] = {
     "aiter": ("triton-interpret:gfx942", "triton-interpret:gfx950"),
-    "vllm-triton": ("triton-interpret:gfx942", "triton-interpret:gfx950"),
+    "vllm-triton": ("triton-interpret:gfx942", "triton-interpret:gfx950", "triton-interpret:sm_90"),
 }
 # Extra pytest arguments per engine (the interpreter's runs use both cores).
 PYTEST_ARGS: dict[str, tuple[str, ...]] = {"aiter": ("-n", "2")}

@@ -52,12 +52,13 @@ class SimulatedArch:
     vendor: str  # "rocm" or "cuda"
     fp8_dtype: torch.dtype  # current_platform.fp8_dtype()
     device_name: str  # current_platform.get_device_name(), names tuned config files
+    capability: tuple[int, int]  # current_platform.get_device_capability()
 
 
 ARCHS: dict[str, SimulatedArch] = {
-    "gfx942": SimulatedArch("rocm", torch.float8_e4m3fnuz, "AMD_Instinct_MI300X"),
-    "gfx950": SimulatedArch("rocm", torch.float8_e4m3fn, "AMD_Instinct_MI355X"),
-    "sm_90": SimulatedArch("cuda", torch.float8_e4m3fn, "NVIDIA_H100_80GB_HBM3"),
+    "gfx942": SimulatedArch("rocm", torch.float8_e4m3fnuz, "AMD_Instinct_MI300X", (9, 4)),
+    "gfx950": SimulatedArch("rocm", torch.float8_e4m3fn, "AMD_Instinct_MI355X", (9, 5)),
+    "sm_90": SimulatedArch("cuda", torch.float8_e4m3fn, "NVIDIA_H100_80GB_HBM3", (9, 0)),
 }
 
 
@@ -193,3 +194,68 @@ def simulated_platform(arch: str | None) -> Iterator[None]:
                 setattr(current_platform, k, old)
         for k, v in saved_module.items():
             setattr(input_quant_fp8, k, v)
+
+
+@contextmanager
+def simulated_device(arch: str | None) -> Iterator[None]:
+    """The GPU vendor and compute capability vLLM's kernel launchers read, as on ``arch``
+    (``is_rocm``/``is_cuda``/``is_cuda_alike``/``is_cpu``, ``supports_fp8`` and the
+    ``*_device_capability`` queries);
+    nothing under None. Used only around the fused-MoE launcher (qharness_vllm.triton_moe),
+    whose tuning defaults differ on ROCm and whose swap-AB branch runs on capability 9.0:
+    inside it, vLLM's CustomOps would dispatch to HIP/CUDA kernels, so nothing else runs
+    under it."""
+    if arch is None or arch not in ARCHS:
+        yield
+        return
+    from vllm.platforms import current_platform
+    from vllm.platforms.interface import DeviceCapability
+
+    sim = ARCHS[arch]
+    cap = DeviceCapability(*sim.capability)
+
+    def _as_tuple(capability: tuple[int, int] | int) -> tuple[int, int]:
+        if isinstance(capability, int):
+            return (capability // 10, capability % 10)
+        return (int(capability[0]), int(capability[1]))
+
+    attrs: dict[str, Any] = {
+        "is_rocm": lambda: sim.vendor == "rocm",
+        "is_cuda": lambda: sim.vendor == "cuda",
+        "is_cuda_alike": lambda: True,
+        "is_cpu": lambda: False,
+        "supports_fp8": lambda: True,  # every simulated arch has FP8 (gfx942: fnuz)
+        "get_device_capability": lambda device_id=0: cap,
+        "has_device_capability": lambda c, device_id=0: tuple(cap) >= _as_tuple(c),
+        "is_device_capability": lambda c, device_id=0: tuple(cap) == _as_tuple(c),
+        "is_device_capability_family": lambda c, device_id=0: cap.major == c // 10,
+    }
+    saved = {k: current_platform.__dict__.get(k) for k in attrs}
+    _clear_platform_caches()
+    try:
+        for k, v in attrs.items():
+            setattr(current_platform, k, v)
+        yield
+    finally:
+        for k, old in saved.items():
+            if old is None:
+                current_platform.__dict__.pop(k, None)
+            else:
+                setattr(current_platform, k, old)
+        _clear_platform_caches()
+
+
+# vLLM functions that cache an answer read from the platform (a real process never changes
+# GPU): cleared on entering and leaving `simulated_device`, so one process may simulate
+# several archs (the adapter's self-tests do).
+PLATFORM_CACHES: tuple[tuple[str, str], ...] = (
+    ("vllm.model_executor.layers.fused_moe.utils", "enable_swap_ab"),  # capability 9.0
+    ("vllm.model_executor.layers.fused_moe.fused_moe", "get_moe_configs"),  # device name
+)
+
+
+def _clear_platform_caches() -> None:
+    for module, name in PLATFORM_CACHES:
+        loaded = sys.modules.get(module)
+        if loaded is not None:
+            getattr(loaded, name).cache_clear()
