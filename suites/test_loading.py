@@ -198,6 +198,10 @@ def _check_output(
         # the exact effect of the declared operand rounding (zero where it changes nothing)
         added = bias if p.bias else torch.zeros_like(bias)
         bound = bound + (interval.center - (a @ w.t() + added)).abs()
+    if numerics.rounding_mode != "nearest":
+        other = f"the path rounds {numerics.rounding_mode} (declared), emulated to nearest" + (
+            f"; {other}" if other else ""
+        )
     if not numerics.activation_quantized:
         other = "the path multiplies the activation unquantized (declared)" + (
             f"; {other}" if other else ""

@@ -68,7 +68,8 @@ class ExpectedOutput:
     cancellation_db: float
     roundings: int  # how many times the path rounds to the output dtype
     scheme: Scheme
-    other_operands: str = ""  # why the path multiplies other operands than emulated, if so
+    # why the path's bits need not match emulated's (other operands, another rounding), if so
+    other_operands: str = ""
     beyond_range: torch.Tensor | None = None  # exact result past the output dtype's max
 
     @property
@@ -131,6 +132,11 @@ def expected_output(
     if rounds_operands(a, w, numerics):
         other = f"the path multiplies operands rounded to {numerics.operand_dtype}"
         operand_effect = (acc.center - (a @ w.t() + b)).abs()
+    if numerics.rounding_mode != "nearest":
+        mode = numerics.rounding_mode.replace("_", " ")
+        other = f"the path rounds {mode} (declared), emulated to nearest" + (
+            f"; {other}" if other else ""
+        )
     if not numerics.activation_quantized:
         other = "the path multiplies the activation unquantized (declared)" + (
             f"; {other}" if other else ""
@@ -138,12 +144,13 @@ def expected_output(
     # A rounding before the bias is added errs by u_out |product| (the reference without
     # its bias), the others by u_out |y|: the two agree without a bias.
     before_bias = numerics.roundings_before_bias if bias else 0
+    units = numerics.rounding_units  # u per rounding to nearest, 2u toward zero
     bound = (
         acc.radius
         + operand_effect
         + rounding_bound(reference, torch.float32)
-        + rounding_bound(reference - b, out_dtype, roundings=before_bias)
-        + rounding_bound(reference, out_dtype, roundings=roundings - before_bias)
+        + rounding_bound(reference - b, out_dtype, roundings=before_bias * units)
+        + rounding_bound(reference, out_dtype, roundings=(roundings - before_bias) * units)
     )
     lo, hi = acc.lo, acc.hi
     beyond = (acc.center.abs() + acc.radius) > torch.finfo(out_dtype).max

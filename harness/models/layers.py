@@ -166,8 +166,8 @@ def layer_reference(
     product = acc.center if layer.bias is None else acc.center - layer.bias.double()
     bound = (
         acc.radius
-        + rounding_bound(product, out, before)
-        + rounding_bound(acc.center, out, roundings - before)
+        + rounding_bound(product, out, before * numerics.rounding_units)
+        + rounding_bound(acc.center, out, (roundings - before) * numerics.rounding_units)
     )
     return LayerReference(acc.center, bound, acc.lo, acc.hi)
 

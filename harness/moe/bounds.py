@@ -53,11 +53,12 @@ def gemm_error(
     err = ((2 * u_op + u_op**2) + gamma(k, u_acc) * (1 + u_op) ** 2) * abs_product
     err = err + numerics.epilogue_roundings * u_acc * (exact_abs + err)
     if numerics.out_dtype != torch.float32:
+        u_out = numerics.rounding_units * unit_roundoff(numerics.out_dtype)  # 2u truncating
         for _ in range(numerics.output_roundings):
             err = (
                 err
-                + unit_roundoff(numerics.out_dtype) * (exact_abs + err)
-                + _tiny(numerics.out_dtype)
+                + u_out * (exact_abs + err)
+                + numerics.rounding_units * _tiny(numerics.out_dtype)
             )
     return err
 

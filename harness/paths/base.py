@@ -71,6 +71,11 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 
 OVERFLOW_RULES = ("ieee", "saturate")
+# How each rounding to the output dtype rounds: to nearest even (IEEE's default, the
+# reference), or toward zero (dropping the low bits: Triton's interpreter converts float32
+# to bfloat16 so, docs/ENGINES-ADAPTERS.md). Both are monotone, so the rounding interval
+# holds for either; toward zero errs by up to one ULP instead of half of one.
+ROUNDING_MODES = ("nearest", "toward_zero")
 
 
 @dataclass(frozen=True)
@@ -106,10 +111,20 @@ class Numerics:
     # weight-only (W8A16) kernel an engine selects for a W8A8 checkpoint on purpose and
     # documents. The reference is then that activation times the dequantized weight.
     unquantized_activation: torch.dtype | None = None
+    # How each output rounding rounds (`ROUNDING_MODES`): a kernel whose conversion
+    # truncates declares "toward_zero", keeping the bit-exact interval check (the
+    # interval's ends are rounded the same way) and doubling each rounding's bound.
+    rounding_mode: str = "nearest"
 
     @property
     def activation_quantized(self) -> bool:
         return self.unquantized_activation is None
+
+    @property
+    def rounding_units(self) -> int:
+        """One output rounding's error in units of the output dtype's unit roundoff u
+        (half an ULP): 1 to nearest, 2 toward zero."""
+        return 2 if self.rounding_mode == "toward_zero" else 1
 
     def __post_init__(self) -> None:
         if not 0 <= self.roundings_before_bias <= self.output_roundings:
@@ -119,6 +134,8 @@ class Numerics:
             )
         if self.overflow not in OVERFLOW_RULES:
             raise ValueError(f"overflow {self.overflow!r}: one of {OVERFLOW_RULES}")
+        if self.rounding_mode not in ROUNDING_MODES:
+            raise ValueError(f"rounding_mode {self.rounding_mode!r}: one of {ROUNDING_MODES}")
         for name in ("out_dtype", "accumulation_dtype", "activation_dtype"):
             if not isinstance(getattr(self, name), torch.dtype):
                 raise TypeError(f"Numerics.{name}={getattr(self, name)!r}: a torch.dtype")
@@ -134,13 +151,21 @@ class Numerics:
         return values.to(self.operand_dtype).float()
 
     def round_output(self, values: torch.Tensor) -> torch.Tensor:
-        """The kernel's final rounding of its float32 result (round to nearest even; past
-        the output dtype's range as ``overflow`` says)."""
+        """The kernel's final rounding of its float32 result (as ``rounding_mode`` says;
+        past the output dtype's range as ``overflow`` says)."""
         values = values.float()
         if self.overflow == "saturate" and self.out_dtype != torch.float32:
             top = torch.finfo(self.out_dtype).max
             values = values.clamp(-top, top)  # NaN stays NaN
-        return values.to(self.out_dtype).float()
+        rounded = values.to(self.out_dtype)
+        if self.rounding_mode == "toward_zero" and self.out_dtype != torch.float32:
+            # where nearest rounded away from zero, the next value toward zero (a finite
+            # value past the range truncates to max; Inf and NaN stay)
+            away = rounded.float().abs() > values.abs()
+            rounded = torch.where(
+                away, torch.nextafter(rounded, torch.zeros_like(rounded)), rounded
+            )
+        return rounded.float()
 
     def describe(self) -> str:
         op = "exact" if self.operand_dtype is None else _dtype_name(self.operand_dtype)
@@ -152,6 +177,8 @@ class Numerics:
         out = _dtype_name(self.out_dtype)
         act = _dtype_name(self.activation_dtype)
         saturating = ", saturating" if self.overflow == "saturate" else ""
+        if self.rounding_mode != "nearest":
+            saturating += f", rounding {self.rounding_mode.replace('_', ' ')}"
         weight_only = (
             ""
             if self.unquantized_activation is None
