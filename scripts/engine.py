@@ -63,6 +63,7 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
         (
             "suites/test_quantizers.py",
             "suites/test_linear.py",
+            "suites/test_special_values.py",
             "integrations/vllm/tests/test_vllm_triton.py",
         ),
         "vllm_triton",
@@ -88,7 +89,10 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
             "suites/test_linear.py",
             "suites/test_platform.py",
             "suites/test_moe.py",
+            "suites/test_special_values.py",
             "tests/platform/test_simulate.py",
+            "tests/platform/test_triton_interpreter.py",
+            "tests/platform/test_interpreter_fp8.py",
             "integrations/aiter/tests/test_aiter_tables.py",
             "integrations/aiter/tests/test_aiter_interpreter.py",
         ),

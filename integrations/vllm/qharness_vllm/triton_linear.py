@@ -41,7 +41,7 @@ split-K variant.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -64,10 +64,12 @@ from harness import (
     Scheme,
     Support,
     choose,
+    fp8_nan_codes_read_as_nan,
 )
 from qharness_vllm import ENGINE
 from qharness_vllm.triton_platform import (
     fp8_dtype_for,
+    interpreting,
     kernel_output_roundings,
     simulated_arch,
     simulated_platform,
@@ -329,7 +331,10 @@ class _VllmTritonPath(LinearPathBase):
     ) -> torch.Tensor:
         arch = simulated_arch()
         fp8 = fp8_dtype_for(arch or "")
-        with simulated_platform(arch):
+        # under the interpreter, FP8 NaN codes read as NaN, as the formats define them
+        # (docs/ENGINES-ADAPTERS.md, the interpreter's numerics)
+        nan_codes = fp8_nan_codes_read_as_nan() if arch and interpreting() else nullcontext()
+        with simulated_platform(arch), nan_codes:
             return self._run(layer, x.float(), out_dtype, fp8)
 
     def _run(
