@@ -115,6 +115,8 @@ _EXPORTS: dict[str, str] = {
     "PlatformInfo": "harness.platform.info",
     "platform_key": "harness.platform.info",
     "detect_platform": "harness.platform.info",
+    # Triton's interpreter on a simulated platform: FP8 NaN codes read as NaN
+    "fp8_nan_codes_read_as_nan": "harness.platform.interpreter_fp8",
     # errors
     "QHarnessError": "harness.errors",
     "PluginError": "harness.registry",
@@ -182,6 +184,7 @@ __all__ = [
     "encode",
     "expected_operands",
     "expected_output",
+    "fp8_nan_codes_read_as_nan",
     "get_path",
     "get_scale_format",
     "get_scheme",
@@ -304,5 +307,6 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from harness.paths.findings import FindingCase, KnownFinding
     from harness.paths.operands import ExposesOperands, QuantizedOperands
     from harness.platform.info import PlatformInfo, detect_platform, platform_key
+    from harness.platform.interpreter_fp8 import fp8_nan_codes_read_as_nan
     from harness.quantizers.base import Quantizer
     from harness.registry import PluginError

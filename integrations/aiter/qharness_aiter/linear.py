@@ -13,6 +13,11 @@ the kernel has it). The activation codes keep the layout of the activation the s
 Each path declares an explicit table: platform key -> kernel -> schemes (the FP8 flavour is
 the arch's: e4m3fnuz on gfx942, e4m3fn on gfx950; MXFP4 only on gfx950). Rows exist for the
 real GPUs and for their simulation (``triton-interpret-<arch>``).
+
+Under Triton's interpreter each call runs with ``tl.assume`` as a hint (`assume_as_hint`)
+and with FP8 NaN codes read as NaN (`harness.fp8_nan_codes_read_as_nan`: the interpreter's
+own widening reads them as finite numbers, which no FP8 operand is), so the special-values
+suite judges the kernel's NaN and Inf propagation, not the interpreter's decoding.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from harness import (
     choose,
     dispatch_problems,
     e8m0_encode,
+    fp8_nan_codes_read_as_nan,
     pack_fp4,
     platform_key,
     quantize_activation,
@@ -286,6 +292,7 @@ class AiterLinearPath(LinearPathBase):
         self.gemm = GEMMS[self.kernel]
         self.table = table_for(self.kernel)
         self.false_assumptions = 0  # tl.assume conditions the interpreter saw false
+        self.nan_codes_read = 0  # FP8 NaN codes the interpreter widened to NaN (simulated)
 
     @property
     def uses_capabilities(self) -> frozenset[str]:
@@ -320,7 +327,7 @@ class AiterLinearPath(LinearPathBase):
         if not where.ok:
             return where
         choice = choose(
-            self.table, GEMMS, platform_key(platform), scheme, f"{self.name} table", __name__
+            self.table, GEMMS, platform_key(platform), scheme, f"{self.name} dispatch", __name__
         )
         if choice.kernel is None:
             return Support.no(f"{self.name}: {choice.reason}")
@@ -345,9 +352,10 @@ class AiterLinearPath(LinearPathBase):
         cfg = _config(self.kernel, m, n, k, overrides)
         if not platform.simulated:
             return self._call(mod, xq, layer, out_dtype, cfg)
-        with assume_as_hint() as seen:
+        with assume_as_hint() as seen, fp8_nan_codes_read_as_nan() as nan_codes:
             y = self._call(mod, xq, layer, out_dtype, cfg)
         self.false_assumptions += seen.count
+        self.nan_codes_read += nan_codes.count
         return y
 
     def _call(

@@ -22,7 +22,9 @@ model hands the layer; `QuantFP8` computes in float32 from any float dtype, and 
 hold the block schemes' per-group spread of 2^17). They are quantized as vLLM's kernels do
 it, with vLLM's `QuantFP8` (dispatched by vLLM: ``forward_native`` on this CPU; the HIP/CUDA
 quant kernel on a GPU), under the simulated platform's FP8 flavour
-(`qharness_vllm.triton_platform.simulated_platform`).
+(`qharness_vllm.triton_platform.simulated_platform`). Under the interpreter each call runs
+with FP8 NaN codes read as NaN (`harness.fp8_nan_codes_read_as_nan`; the interpreter's own
+widening reads them as finite numbers), so the special-values suite judges the kernels.
 Weights enter as the loaded codes in the platform's FP8 dtype (e4m3fnuz on gfx942, as after
 vLLM's fnuz normalization), transposed the way vLLM's ``process_weights_after_loading``
 leaves them for ``triton_scaled_mm`` ([K, N] view).
@@ -41,7 +43,7 @@ split-K variant.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -64,10 +66,12 @@ from harness import (
     Scheme,
     Support,
     choose,
+    fp8_nan_codes_read_as_nan,
 )
 from qharness_vllm import ENGINE
 from qharness_vllm.triton_platform import (
     fp8_dtype_for,
+    interpreting,
     kernel_output_roundings,
     simulated_arch,
     simulated_platform,
@@ -329,7 +333,10 @@ class _VllmTritonPath(LinearPathBase):
     ) -> torch.Tensor:
         arch = simulated_arch()
         fp8 = fp8_dtype_for(arch or "")
-        with simulated_platform(arch):
+        # under the interpreter, FP8 NaN codes read as NaN, as the formats define them
+        # (docs/ENGINES-ADAPTERS.md, the interpreter's numerics)
+        nan_codes = fp8_nan_codes_read_as_nan() if arch and interpreting() else nullcontext()
+        with simulated_platform(arch), nan_codes:
             return self._run(layer, x.float(), out_dtype, fp8)
 
     def _run(
