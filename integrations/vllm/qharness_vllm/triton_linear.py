@@ -72,7 +72,7 @@ from qharness_vllm import ENGINE
 from qharness_vllm.triton_platform import (
     fp8_dtype_for,
     interpreting,
-    kernel_output_roundings,
+    kernel_rounding_mode,
     simulated_arch,
     simulated_platform,
     target_arch,
@@ -356,11 +356,11 @@ class VllmTritonScaledMMPath(_VllmTritonPath):
 
     def numerics(self, scheme: Scheme, problem: LinearProblem) -> Numerics:
         """float32 K sum, two float32 scale multiplies, float32 bias add, one rounding in
-        the kernel (two under the interpreter's bf16 truncation: triton_platform)."""
+        the kernel (toward zero under the interpreter's bf16 truncation: triton_platform)."""
         return Numerics(
             out_dtype=problem.out_dtype,
             epilogue_roundings=2,
-            output_roundings=kernel_output_roundings(problem.out_dtype),
+            rounding_mode=kernel_rounding_mode(problem.out_dtype),
         )
 
     def _run(
@@ -405,20 +405,21 @@ class VllmTritonBlockFp8Path(_VllmTritonPath):
 
     def numerics(self, scheme: Scheme, problem: LinearProblem) -> Numerics:
         """Per K block: float32 dot, two scale multiplies, float32 add; the sum rounded to
-        the output dtype in the kernel (two roundings' worth under the interpreter's bf16
-        truncation: triton_platform), then the bias added by torch in the output dtype.
+        the output dtype in the kernel (toward zero under the interpreter's bf16
+        truncation: triton_platform), then the bias added by torch in the output dtype
+        (to nearest; the declaration's one mode then bounds both roundings as truncations).
 
         vLLM's step order, declared as a convention, not a finding: its
         ``Fp8BlockScaledMMLinearKernel.apply_weights`` takes ``apply_block_scaled_mm``'s
         output, already in the model dtype, and returns ``output + bias``
         (docs/ENGINE-FINDINGS.md, scripts/vllm_triton/block_fp8_bias_after_rounding.py). The
         in-kernel roundings therefore err relative to the product, not to the result."""
-        in_kernel = kernel_output_roundings(problem.out_dtype)
         return Numerics(
             out_dtype=problem.out_dtype,
             epilogue_roundings=2,
-            output_roundings=in_kernel + (1 if problem.bias else 0),
-            roundings_before_bias=in_kernel if problem.bias else 0,
+            output_roundings=2 if problem.bias else 1,
+            roundings_before_bias=1 if problem.bias else 0,
+            rounding_mode=kernel_rounding_mode(problem.out_dtype),
         )
 
     def _run(

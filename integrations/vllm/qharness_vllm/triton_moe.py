@@ -73,7 +73,7 @@ from qharness_vllm import ENGINE
 from qharness_vllm.moe_align import compiled_or_stand_in
 from qharness_vllm.triton_platform import (
     fp8_dtype_for,
-    kernel_output_roundings,
+    kernel_rounding_mode,
     simulated_arch,
     simulated_device,
     simulated_platform,
@@ -272,13 +272,13 @@ class VllmTritonFusedMoEPath(PathBase):
     def numerics(self, scheme: Scheme, platform: PlatformInfo) -> Numerics:
         """Exact FP8 operands, float32 accumulation; the two float32 scales multiplied after
         the sum (per tensor, per channel) or into each K block's partial sum (blocks: one
-        block along K at the suite's H = I = 32); one rounding to bf16 in the kernel, two
-        roundings' bound under the interpreter's truncating float32 -> bf16
-        (triton_platform.kernel_output_roundings; docs/ENGINES-ADAPTERS.md)."""
+        block along K at the suite's H = I = 32); one rounding to bf16 in the kernel,
+        toward zero under the interpreter's truncating float32 -> bf16
+        (triton_platform.kernel_rounding_mode; docs/ENGINES-ADAPTERS.md)."""
         return Numerics(
             out_dtype=torch.bfloat16,
             epilogue_roundings=2,
-            output_roundings=kernel_output_roundings(torch.bfloat16),
+            rounding_mode=kernel_rounding_mode(torch.bfloat16),
         )
 
     # ------------------------------------------------------------------ vLLM calls

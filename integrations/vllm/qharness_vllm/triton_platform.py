@@ -136,12 +136,12 @@ def triton_unavailable(platform: Any) -> str:
 # converts float32 to bfloat16 by truncation (round toward zero), with or without
 # ``fp_downcast_rounding="rtne"``, where the GPU rounds to nearest even; float32 to float16
 # and FP8 loads (every finite e4m3fn / e4m3fnuz code, in loads and in tl.dot) are exact.
-# Truncation errs by less than one bf16 ULP, two half-ULP roundings: the kernels' bf16
-# outputs under the interpreter are declared to round twice (bounds widen, and the
-# bit-exact checks, which assume one rounding to nearest, do not apply).
-def kernel_output_roundings(out_dtype: torch.dtype) -> int:
-    """Roundings-to-nearest equivalent of one in-kernel conversion to ``out_dtype``."""
-    return 2 if interpreting() and out_dtype == torch.bfloat16 else 1
+# The kernels' bf16 outputs under the interpreter are declared to round toward zero
+# (`Numerics.rounding_mode`): the bit-exact interval still applies, its ends truncated as
+# the interpreter truncates, and each rounding's bound is one ULP instead of half of one.
+def kernel_rounding_mode(out_dtype: torch.dtype) -> str:
+    """How one in-kernel conversion to ``out_dtype`` rounds in this process."""
+    return "toward_zero" if interpreting() and out_dtype == torch.bfloat16 else "nearest"
 
 
 def target_arch(platform: Any) -> str:
