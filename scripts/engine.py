@@ -97,7 +97,6 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
             "suites/test_special_values.py",
             "tests/platform/test_simulate.py",
             "tests/platform/test_triton_interpreter.py",
-            "tests/platform/test_interpreter_fp8.py",
             "integrations/aiter/tests/test_aiter_tables.py",
             "integrations/aiter/tests/test_aiter_interpreter.py",
         ),

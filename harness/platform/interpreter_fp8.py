@@ -13,7 +13,7 @@ its own algorithm.
 a simulated platform: every widening of an FP8 element the interpreter does is its own,
 except that the NaN codes of the table become NaN in the wider format (sign kept). Every
 finite code decodes as before, bit for bit (checked by
-``tests/platform/test_interpreter_fp8.py``). What a GPU's MFMA or WGMMA does with a NaN
+``tests/platform/test_triton_interpreter.py``). What a GPU's MFMA or WGMMA does with a NaN
 operand is the hardware's and is not checked here. The number of NaN codes read is
 returned, so that it can be recorded.
 """

@@ -27,6 +27,7 @@ triton = pytest.importorskip("triton", reason="triton is not installed here")
 tl = pytest.importorskip("triton.language")
 
 from harness.platform import triton_kernels  # noqa: E402
+from harness.platform.interpreter_fp8 import fp8_nan_codes_read_as_nan  # noqa: E402
 
 
 @triton.jit
@@ -114,3 +115,43 @@ def test_interpreter_dot_scaled_e2m1_scales_operands_then_float32_matmul() -> No
     bv = decode(b, "e2m1") * e8m0_decode(sb).repeat_interleave(32, 1)
     want = np.matmul(av.numpy(), bv.t().contiguous().numpy(), dtype=np.float32)
     assert np.array_equal(got, want)
+
+
+# ------------------------------------------- FP8 NaN codes read as NaN (simulation)
+# `fp8_nan_codes_read_as_nan`: under it the interpreter widens the FP8 NaN codes to NaN and
+# every other code exactly as without it (harness/platform/interpreter_fp8.py).
+WIDE = (torch.float16, torch.bfloat16, torch.float32)
+
+
+@pytest.mark.parametrize("wide", WIDE, ids=str)
+@pytest.mark.parametrize("fmt", sorted(FP8))
+def test_nan_codes_widen_to_nan_and_every_other_code_as_before(fmt: str, wide: torch.dtype) -> None:
+    codes = torch.arange(256, dtype=torch.uint8).view(FP8[fmt])
+    nan_code = decode(torch.arange(256, dtype=torch.uint8), fmt).isnan()
+    own = _interp_cast(codes, wide)
+    with fp8_nan_codes_read_as_nan() as seen:
+        got = _interp_cast(codes, wide)
+    assert seen.count == int(nan_code.sum())
+    assert got[nan_code].isnan().all()
+    assert torch.equal(got[~nan_code].view(torch.uint8), own[~nan_code].view(torch.uint8))
+    assert not own[nan_code].isnan().any(), "the interpreter now knows NaN codes: update docs"
+    restored = _interp_cast(codes, wide)
+    assert torch.equal(restored.view(torch.uint8), own.view(torch.uint8))
+
+
+@pytest.mark.parametrize("fmt", sorted(FP8))
+def test_dot_with_a_nan_code_gives_nan_in_its_row_only(fmt: str) -> None:
+    """tl.dot on FP8 operands: a NaN code in row 1 of A makes row 1 NaN; the other rows are
+    the interpreter's own float32 matmul, bit for bit."""
+    gen = torch.Generator().manual_seed(3)
+    a = (torch.randn(16, 32, generator=gen) * 3).to(FP8[fmt])
+    b = (torch.randn(32, 16, generator=gen) * 3).to(FP8[fmt])
+    a[1, 5] = torch.tensor(float("nan")).to(FP8[fmt])
+    own = triton_kernels.dot(a, b)
+    with fp8_nan_codes_read_as_nan() as seen:
+        got = triton_kernels.dot(a, b)
+    assert seen.count == 1
+    assert got[1].isnan().all()
+    keep = torch.arange(16) != 1
+    assert torch.equal(got[keep], own[keep])
+    assert not own[1].isnan().any()
