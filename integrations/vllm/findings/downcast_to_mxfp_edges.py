@@ -123,5 +123,46 @@ print(
     + "".join(f"\n    amax {v!r}: byte {b}, rule {w}" for v, b, w in bad)
 )
 found |= bool(bad)
+
+print("4. sweep: amax 1.75 * 2^127 at each of the 32 positions of the 1st and 2nd block of a")
+print("   row, rows 0..129 (two row programs of 128); expected byte 253 everywhere")
+x = torch.ones(130, 64)
+for r in range(130):
+    x[r, r % 32] = x[r, 32 + (r * 7) % 32] = 1.75 * 2.0**127
+packed, scale, _ = downcast_to_mxfp(x.to(torch.bfloat16).to(DEVICE), axis=-1)
+bytes_seen = sorted(set(scale.cpu().flatten().tolist()))
+print(f"  scale bytes seen: {bytes_seen} (of {scale.numel()} blocks)")
+found |= bytes_seen != [253]
+
+GRID = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+
+
+def e2m1_codes(v: torch.Tensor) -> torch.Tensor:
+    """Round to nearest e2m1 magnitude, ties to the even code, saturating at 6; sign bit 8."""
+    d = (v.abs().clamp(max=6.0)[:, None] - GRID).abs()
+    best = d.min(dim=1, keepdim=True).values
+    ties = (d == best).to(torch.int64) * torch.arange(8)  # candidate codes
+    both = (d == best).sum(dim=1) > 1
+    code = torch.where(both, (ties - (ties % 2 == 1) * 100).max(dim=1).values, d.argmin(dim=1))
+    return code + 8 * (v < 0).to(torch.int64)
+
+
+print("5. sweep: every positive bf16 element in [2^120, 1.75 * 2^127] beside amax")
+print("   1.75 * 2^127: dequantized values (code x scale) against the rule's (scale 2^126)")
+elements = torch.arange(0x7B80, 0x7F60 + 1, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+n = elements.numel()
+x = torch.full((-(-n // 31), 32), 0.0)
+x[:, 0] = 1.75 * 2.0**127
+flat = torch.zeros(x.shape[0] * 31)
+flat[:n] = elements.float()
+x[:, 1:] = flat.reshape(-1, 31)
+_, codes = quantize(x)
+want = e2m1_codes(x[:, 1:].reshape(-1) / 2.0**126)[:n]
+got_values = GRID[codes[:, 1:].reshape(-1)[:n].long() & 7].double() * 2.0**127
+want_values = GRID[want & 7].double() * 2.0**126
+diff = got_values != want_values
+print(f"  {int(diff.sum())}/{n} elements come back as another value (elements up to 2^124")
+print(f"  are 0 either way; {int((elements.float() > 2.0**124).sum())} are above 2^124)")
+found |= bool(diff.any())
 print("reproduces" if found else f"does not reproduce (vllm {vllm.__version__}): fixed")
 sys.exit(0 if found else 3)
