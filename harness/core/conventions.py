@@ -7,7 +7,9 @@ variant of a `QuantSpec` (``spec.conventions``) that the reference quantizer imp
 the suites compute what an engine following it must produce and hold it to that bit for bit.
 A difference no declared convention explains is a finding, not a convention.
 
-A convention changes one or more of three steps, each a hook applied in registry order:
+A convention may replace the values quantized (``source``: float32 x -> the float32 values
+the engine actually receives, e.g. x rounded to bf16 for a kernel that takes bf16 only).
+It changes one or more of three further steps, each a hook applied in registry order:
 the scale (``scale``: amax, reference scale -> scale), the divisor the elements are divided
 by (``divisor``), and whether elements are multiplied by a float32 reciprocal instead of
 divided (``reciprocal``, with an optional ``reciprocal_hook`` on that reciprocal). A
@@ -46,6 +48,7 @@ class Convention:
     name: str
     description: str  # what differs, and which engines document doing it
     applies: Callable[[QuantSpec], bool]
+    source: TensorHook | None = None  # float32 x -> the values the engine quantizes
     scale: ScaleHook | None = None  # (tile amax, reference scale, spec) -> scale used
     divisor: TensorHook | None = None  # scale -> the value elements are divided by
     reciprocal: bool = False  # elements * fp32(1 / divisor) instead of elements / divisor
@@ -100,6 +103,15 @@ def with_conventions(spec: QuantSpec, names: Iterable[str]) -> QuantSpec:
 
 def _active(spec: QuantSpec) -> list[Convention]:
     return [get_convention(n) for n in sorted(spec.conventions)]
+
+
+def source_values(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """The float32 values an engine following the spec's conventions quantizes (x itself
+    unless a convention says the engine receives them in another dtype)."""
+    for c in _active(spec):
+        if c.source is not None:
+            x = c.source(x)
+    return x
 
 
 def apply_scale_conventions(
@@ -398,6 +410,24 @@ register_convention(
         two_level_block=_inverted_global_block,
         two_level_multiplier=_inverted_global_multiplier,
         unsigned_zero_codes=True,
+    )
+)
+
+
+def _through_bf16(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.bfloat16).float()  # round to nearest even, as torch's cast does
+
+
+register_convention(
+    Convention(
+        "bf16_source",
+        "the kernel takes bfloat16 (or float16) sources only, so float32 input is rounded to "
+        "bf16 (nearest even) first and the bf16 values are quantized: a float32 value between "
+        "two bf16 values may get another code, and a block amax another scale, than the "
+        "float32 value would (vLLM mxfp4_utils._downcast_to_mxfp: static_assert src_dtype "
+        "bfloat16 or float16; mxfp4_quantize: 'Quantize a bf16/fp16 tensor to MXFP4')",
+        lambda spec: True,
+        source=_through_bf16,
     )
 )
 

@@ -24,6 +24,7 @@ import torch
 from harness.core.conventions import (
     element_ties,
     scale_elements,
+    source_values,
     two_level_multiplier,
     unsigned_zero_codes,
 )
@@ -257,7 +258,7 @@ def quantize(
     specs (engine variants, never the defaults) take the reference scale computation.
     ``reference=True`` uses the reference codecs; the default fast ones give the same bits.
     """
-    x32 = x.float()
+    x32 = source_values(x.float(), spec) if spec.conventions else x.float()
     if spec.scale_fmt.per_tensor_level:
         return _quantize_two_level(x32, spec, scale, reference)
     if reference or spec.conventions:

@@ -128,6 +128,22 @@ def test_fp4_ties_away_moves_every_tie_and_nothing_else() -> None:
     assert with_conventions(mx_spec("e4m3fn", "even"), ["fp4_ties_away"]).conventions == set()
 
 
+def test_bf16_source_quantizes_the_bf16_rounding_of_the_input() -> None:
+    # bf16 keeps 8 significant bits. amax 1.75 - 2^-12 stays below the even rule's carry in
+    # float32 (scale 2^(0 - 2)) but rounds to 1.75 in bf16, which carries (scale 2^(1 - 2)).
+    # 1.25 + 2^-12: float32 / 2^-2 = 5 + 2^-10, above the 4|6 tie -> 6 (code 7); bf16 gives
+    # 1.25, / 2^-1 = 2.5, the 2|3 tie -> even 2 (code 4).
+    x = torch.zeros(1, 32)
+    x[0, 0], x[0, 1] = 1.75 - 2.0**-12, 1.25 + 2.0**-12
+    plain = mx_spec("e2m1", "even")
+    held = with_conventions(plain, ["bf16_source"])
+    assert held.conventions == frozenset({"bf16_source"})
+    assert (float(quantize(x, plain).scale), int(quantize(x, plain).codes[0, 1])) == (0.25, 7)
+    assert (float(quantize(x, held).scale), int(quantize(x, held).codes[0, 1])) == (0.5, 4)
+    bf16_values = torch.tensor([[3.0, -0.5] + [0.25] * 30])  # already bf16: nothing moves
+    assert torch.equal(quantize(bf16_values, held).codes, quantize(bf16_values, plain).codes)
+
+
 def test_conventions_apply_only_where_they_make_sense() -> None:
     mx = mx_spec("e4m3fn", "floor")
     assert with_conventions(mx, ["min_scale_1_over_512max", "reciprocal_scale"]) == mx

@@ -87,6 +87,21 @@ def test_interpreter_bf16_output_truncates_and_fp16_rounds_to_nearest() -> None:
     assert torch.equal(_interp_cast(x, torch.float16), x.to(torch.float16))
 
 
+def test_interpreter_bf16_to_float32_garbles_subnormals_only() -> None:
+    """bfloat16 -> float32 (a load's `.to`): every normal bf16 value exact, every subnormal
+    wrong (the significand is normalized, then kept as a subnormal's: 5 * 2^-133 reads as
+    2^-128, 2^-127 as 0). A GPU widens exactly; vLLM's MXFP4 quantizer, which loads bf16,
+    runs with the exact widening (qharness_vllm.triton_platform.bf16_upcast_exact)."""
+    every = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+    finite = every[torch.isfinite(every)]
+    got = _interp_cast(finite, torch.float32)
+    subnormal = (finite != 0) & (finite.float().abs() < 2.0**-126)
+    assert torch.equal(got[~subnormal], finite[~subnormal].float())
+    assert (got[subnormal] != finite[subnormal].float()).all(), "fixed: update the docs"
+    five = torch.tensor([5], dtype=torch.int16).view(torch.bfloat16)
+    assert float(_interp_cast(five, torch.float32)) == 2.0**-128
+
+
 @pytest.mark.parametrize("fmt", sorted(FP8))
 def test_interpreter_fp8_dot_is_numpy_float32_matmul(fmt: str) -> None:
     """tl.dot on fp8 operands = numpy's float32 matmul of their exact values (a float32

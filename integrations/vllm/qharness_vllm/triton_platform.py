@@ -259,3 +259,47 @@ def _clear_platform_caches() -> None:
         loaded = sys.modules.get(module)
         if loaded is not None:
             getattr(loaded, name).cache_clear()
+
+
+@dataclass
+class ExactUpcasts:
+    count: int = 0  # bf16 subnormals converted by the replacement
+
+
+@contextmanager
+def bf16_upcast_exact() -> Iterator[ExactUpcasts]:
+    """Inside, under the interpreter: bfloat16 -> float32 is the exact widening (the bf16
+    bits shifted up 16) instead of the interpreter's bit conversion; nothing elsewhere.
+
+    Triton 3.9's interpreter converts a bf16 subnormal to a wrong float32
+    (``triton/runtime/interpreter.py`` ``_convert_float`` normalizes the significand, then
+    finds the float32 exponent field 0 and keeps the shifted significand as a subnormal's:
+    5 * 2^-133 reads as 2^-128; 2^-127 reads as 0). Every bf16 value is a float32
+    value, so the widening is exact on every GPU; with it, a kernel that loads bf16 (vLLM's
+    ``downcast_to_mxfp``) is judged on its own arithmetic for subnormal inputs
+    (scripts/vllm_triton/interpreter_bf16_subnormals.py). The count of subnormals converted
+    is returned, so it is recorded, not hidden."""
+    if not interpreting():
+        yield ExactUpcasts()
+        return
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    seen = ExactUpcasts()
+    original = builder.cast_impl
+
+    def cast_impl(src: Any, dst_type: Any) -> Any:
+        if src.dtype.scalar != tl.bfloat16 or dst_type.scalar != tl.float32:
+            return original(src, dst_type)
+        bits = np.ascontiguousarray(src.data).view(np.uint16)
+        seen.count += int(((bits & 0x7F80) == 0).sum() - ((bits & 0x7FFF) == 0).sum())
+        widened = (bits.astype(np.uint32) << 16).view(np.float32)
+        return interpreter.TensorHandle(widened, tl.float32)
+
+    builder.cast_impl = cast_impl
+    try:
+        yield seen
+    finally:
+        builder.cast_impl = original

@@ -6,8 +6,13 @@
   harness's ``even`` mode), elements times the scale's reciprocal, E2M1 by integer
   round-to-nearest-even with a sticky bit, packed two per byte, low nibble first.
   Partial blocks are masked (cdiv grid), so every suite shape runs. The kernel asserts a
-  bf16 or fp16 source; the quantizer hands it bf16 (the suite's tensors are bf16 values,
-  except MX edge-case blocks that sit between bf16 values).
+  bf16 or fp16 source, so the quantizer hands it bf16 (torch's round to nearest even) and
+  declares the convention ``bf16_source``: it is held to the reference quantizer on the bf16
+  rounding of its input (the golden tensors are bf16 values already; the designed, edge-case
+  and scale-point tensors are not). Under the interpreter, bf16 -> float32 is made the
+  exact widening for the call (`bf16_upcast_exact`: the interpreter garbles bf16
+  subnormals). Findings: the even rule's top-binade carry (amax >= 1.75 * 2^127) gives
+  2^127, not 2^126; NaN and Inf blocks get finite scales (docs/ENGINE-FINDINGS.md).
 - ``vllm_triton_mxfp8``: ``mxfp8_utils._mxfp8_e4m3_quantize_triton``, the kernel
   ``mxfp8_e4m3_quantize`` selects on ROCm for 2-D, K % 32 == 0, non-swizzled input:
   E8M0 scale ``ceil(log2(amax / 448))`` in float32 (the ``rceil`` mode's definition,
@@ -30,6 +35,7 @@ import torch
 from harness import MX_BLOCK, KnownFinding, QuantizedTensor, QuantSpec, Support
 from qharness_vllm import ENGINE
 from qharness_vllm.triton_platform import (
+    bf16_upcast_exact,
     interpreting,
     simulated_arch,
     simulated_platform,
@@ -104,16 +110,28 @@ class VllmTritonMxfp4Quantizer(_VllmTritonMxQuantizer):
     element_format = "e2m1"
     scale_rounding = "even"
 
-    # docs/ENGINE-FINDINGS.md: not a vLLM bug; the blocks cannot be judged here
+    conventions: frozenset[str] = frozenset({"bf16_source"})
+    # docs/ENGINE-FINDINGS.md, "vLLM 0.32 (Triton kernels): `downcast_to_mxfp` ..."
     known_findings: ClassVar[tuple[KnownFinding, ...]] = (
         KnownFinding(
             (
-                "not judged (no vLLM bug claimed): the MX edge-case blocks hold float32 values "
-                "between bf16 values, and downcast_to_mxfp takes bf16/fp16 sources only "
-                "(static_assert), so the adapter rounds them to bf16 first; NaN/Inf blocks get "
-                "a finite scale (2^127 for Inf) where OCP MX says 0xFF, and blocks with "
-                "subnormal scales depend on the GPU's max-with-NaN and flush-to-zero behaviour, "
-                "which the interpreter does not model"
+                "vLLM downcast_to_mxfp at the top of float32: a block amax >= 1.75 * 2^127 "
+                "gets scale 2^127 where the even rule its own comment states "
+                "(floor(log2(rounding(amax))) - 2) gives 2^126: the rounded amax overflows "
+                "to Inf and the clamp to 127 takes it "
+                "(integrations/vllm/findings/downcast_to_mxfp_edges.py)"
+            ),
+            suites=frozenset({"quantizers"}),
+            cases=frozenset({"mx_scale_points"}),
+        ),
+        KnownFinding(
+            (
+                "vLLM downcast_to_mxfp on non-finite blocks, measured under Triton's "
+                "interpreter: an Inf amax (float32 max too, which bf16 rounds to Inf) gives "
+                "the finite scale 2^127 (0xFE) where OCP MX gives the NaN scale 0xFF, and "
+                "NaN elements are left out of the block amax (a finite scale from the "
+                "others, the NaN coded +-6) "
+                "(integrations/vllm/findings/downcast_to_mxfp_edges.py)"
             ),
             suites=frozenset({"quantizers"}),
             cases=frozenset({"edge_cases"}),
@@ -131,7 +149,7 @@ class VllmTritonMxfp4Quantizer(_VllmTritonMxQuantizer):
         from vllm.model_executor.layers.quantization.utils.mxfp4_utils import downcast_to_mxfp
 
         k = x.shape[-1]
-        with simulated_platform(simulated_arch()):
+        with simulated_platform(simulated_arch()), bf16_upcast_exact():
             packed, scales, _ = downcast_to_mxfp(x.to(torch.bfloat16), axis=-1)
         codes = _unpack_fp4(packed)[:, :k]
         return QuantizedTensor(codes.contiguous(), _e8m0_to_float(scales), spec)

@@ -85,3 +85,32 @@ def test_simulated_arch_reads_the_variable(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("QHARNESS_SIMULATE", "")
     assert triton_platform.simulated_arch() is None
     assert os.environ["QHARNESS_SIMULATE"] == ""
+
+
+def test_bf16_upcast_exact_widens_every_bf16_value() -> None:
+    """Under the interpreter, `bf16_upcast_exact` makes bfloat16 -> float32 the exact
+    widening for every bf16 value (the interpreter's own conversion garbles subnormals:
+    scripts/vllm_triton/interpreter_bf16_subnormals.py) and counts the subnormals."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("the replacement acts under Triton's interpreter only (TRITON_INTERPRET=1)")
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit  # type: ignore[misc]
+    def widen(src, dst, N: tl.constexpr):  # type: ignore[no-untyped-def]
+        o = tl.arange(0, N)
+        tl.store(dst + o, tl.load(src + o).to(tl.float32))
+
+    every = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+    finite = every[torch.isfinite(every)]
+    n = triton.next_power_of_2(finite.numel())
+    src = torch.cat([finite, torch.zeros(n - finite.numel(), dtype=torch.bfloat16)])
+    plain, exact = torch.empty(n), torch.empty(n)
+    widen[(1,)](src, plain, N=n)
+    with triton_platform.bf16_upcast_exact() as seen:
+        widen[(1,)](src, exact, N=n)
+    assert torch.equal(exact.view(torch.int32), src.float().view(torch.int32))
+    subnormal = (finite != 0) & (finite.float().abs() < 2.0**-126)
+    assert seen.count == int(subnormal.sum()) == 254  # 127 positive, 127 negative
+    assert (plain[: finite.numel()][subnormal] != finite[subnormal].float()).all()
