@@ -378,6 +378,9 @@ TAIL_DERIVED: dict[str, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
     "gemm_a8wfp4": _splitk_pieces,
 }
 # gemm_a8wfp4 asserts w_scales has shape (N, K // 32): no partial MX block in K.
+# Its own _get_config writes each K's split into a dict shared by the M range (docs/
+# ENGINE-FINDINGS.md, "gemm_a8wfp4's default config ... depends on the shapes run before
+# it"); the suites' K (128, 256) all get SPLITK_BLOCK_SIZE=256, so no case shows it.
 WHOLE_MX_BLOCKS_ONLY: frozenset[str] = frozenset({"gemm_a8wfp4"})
 OUT_DTYPES: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float16, torch.float32)
 
