@@ -181,7 +181,8 @@ class OperandSide:
         if spec.scale_format != self.scale_format:
             return f"{role} scales are {spec.scale_format}, the kernel takes {self.scale_format}"
         if spec.block not in self.blocks:
-            return f"{role} scales are {spec.granularity}; the kernel takes other tiles"
+            takes = ", ".join(str(b) for b in sorted(self.blocks, key=str))
+            return f"{role} scales are {spec.granularity}; the kernel takes tiles {takes}"
         return ""
 
 
@@ -378,9 +379,6 @@ TAIL_DERIVED: dict[str, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
     "gemm_a8wfp4": _splitk_pieces,
 }
 # gemm_a8wfp4 asserts w_scales has shape (N, K // 32): no partial MX block in K.
-# Its own _get_config writes each K's split into a dict shared by the M range (docs/
-# ENGINE-FINDINGS.md, "gemm_a8wfp4's default config ... depends on the shapes run before
-# it"); the suites' K (128, 256) all get SPLITK_BLOCK_SIZE=256, so no case shows it.
 WHOLE_MX_BLOCKS_ONLY: frozenset[str] = frozenset({"gemm_a8wfp4"})
 OUT_DTYPES: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float16, torch.float32)
 
@@ -527,6 +525,10 @@ AiterGemmAFP4WFP4 = _path("gemm_afp4wfp4", False)
 AiterGemmAFP4WFP4Tails = _path("gemm_afp4wfp4", True)
 AiterGemmA8WFP4 = _path("gemm_a8wfp4", False)
 AiterGemmA8WFP4Tails = _path("gemm_a8wfp4", True)
+# No known finding on the gemm_a8wfp4 paths: aiter's _get_config writes each K's split into
+# a dict shared by the M range (docs/ENGINE-FINDINGS.md, "gemm_a8wfp4's default config for a
+# shape depends on the shapes run before it"), but the suites' K (128, 256) all get
+# SPLITK_BLOCK_SIZE=256 in every M range, so no case shows it.
 
 # docs/ENGINE-FINDINGS.md, "aiter: split-K pieces that are not whole BLOCK_SIZE_K blocks"
 AiterGemmA8W8PerTokenTails.known_findings = (
