@@ -95,6 +95,7 @@ def get_scheme(name: str) -> Scheme:
 #   e2m1 alone: 1/4 -> 12.0 dB;   e2m1 x e2m1 (any mode): 1/4 + 1/4 -> c 0.563 ->  4.9 dB
 #   e2m1 x e3m2, e2m1 x MX-e4m3 floor: 1/4 + 1/8                   -> c 0.406 ->  7.8 dB
 #   e2m1 x e2m3: 1/4 + 1/16                                        -> c 0.328 ->  9.6 dB
+#   e2m1 x e4m3 (fp32 per-token scale, no E8M0 saturation): 1/4 + 1/16 -> c 0.328 ->  9.6 dB
 #   NVFP4 (e2m1, E4M3 block scales: saturation 1/17 < 1/4): as e2m1 -> 12.0 dB, 4.9 dB
 
 
@@ -229,6 +230,29 @@ for _base in MX_SCHEMES:
     _register_mx(_base, MX_DEFAULT_SCALE_MODE, _base)
     for _mode in MX_SCALE_MODE_VARIANTS.get(_base, ()):
         _register_mx(_base, _mode, f"{_base}@{_mode}")
+
+
+# ------------------------------------------------- MX weights, FP8 per-token activations
+# aiter's gemm_a8wfp4 pairing: MXFP4 weights (as w_mxfp4: e2m1, 1x32 E8M0 floor scales) with
+# FP8 e4m3fn activations under one dynamic float32 scale per row (as fp8_per_channel's
+# activation). Unlike w_mxfp4_a_fp8 (MX-FP8 activations, 1x32 E8M0 scales), no E8M0 scale
+# touches the activation.
+W_MXFP4_A_FP8_PER_TOKEN = "w_mxfp4_a_fp8_per_token"
+_mixed_weight = mx_spec("e2m1", MX_DEFAULT_SCALE_MODE)
+_mixed_activation = QuantSpec("e4m3fn", block=(1, WHOLE), dynamic=True)
+register_scheme(
+    Scheme(
+        name=W_MXFP4_A_FP8_PER_TOKEN,
+        family="mx",
+        weight=_mixed_weight,
+        activation=_mixed_activation,
+        sqnr_floor_db=sqnr_floor_db(_mixed_weight, _mixed_activation),
+        description=(
+            "OCP MX e2m1 weights (1x32 E8M0 scales, floor), FP8 e4m3fn activations with "
+            "dynamic per-token float32 scales"
+        ),
+    )
+)
 
 
 # ------------------------------------------------------------------------------- NVFP4

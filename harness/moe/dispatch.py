@@ -49,6 +49,7 @@ MOE_MX: frozenset[str] = frozenset(
         "w_mxfp4_a_mxfp6_e3m2",
         "w_mxfp4_a_mxfp6_e2m3",
         "w_mxfp4_a_fp8",
+        "w_mxfp4_a_fp8_per_token",  # MXFP4 weights, per-token FP8 activations
         "w_mxfp6_e3m2",
         "w_mxfp6_e3m2_a_mxfp6_e3m2",
         "w_mxfp6_e3m2_a_fp8",

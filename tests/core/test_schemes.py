@@ -146,3 +146,19 @@ def test_native_table_names_registered_schemes_and_known_kernels() -> None:
         act = SCHEMES[name].activation
         assert act is not None
         assert act.format == SCHEMES[name].weight.format
+
+
+def test_mxfp4_weights_with_per_token_fp8_activations() -> None:
+    """aiter's gemm_a8wfp4 pairing: w_mxfp4's weight, fp8_per_channel's activation; the
+    floor is c = 1/4 + 1/16 + 1/64 (e2m1 rounding, e4m3 rounding under a float32 scale)."""
+    s = get_scheme("w_mxfp4_a_fp8_per_token")
+    assert s.family == "mx"
+    assert s.weight == get_scheme("w_mxfp4").weight
+    assert s.activation == get_scheme("fp8_per_channel").activation
+    assert s.activation is not None
+    assert s.activation.scale_format == "fp32"
+    assert s.activation.block == (1, None)
+    assert s.activation.dynamic
+    assert s.sqnr_floor_db == math.floor(-20 * math.log10(1 / 4 + 1 / 16 + 1 / 64) * 10) / 10
+    assert s.sqnr_floor_db == 9.6
+    assert s.name not in SCALED_MM_SCHEMES  # no torch kernel takes e8m0 x fp32 scales

@@ -164,7 +164,13 @@ def test_a_table_sending_a_mixed_mx_scheme_to_the_mx_kernel_is_a_problem() -> No
     bad = {ANY_PLATFORM: row}
     problems = linear_dispatch_problems(bad)
     flagged = [p.split("'")[3] for p in problems]
-    assert flagged == ["w_mxfp4", "w_mxfp4_a_fp8", "w_mxfp4_a_mxfp6_e2m3", "w_mxfp4_a_mxfp6_e3m2"]
+    assert flagged == [
+        "w_mxfp4",
+        "w_mxfp4_a_fp8",
+        "w_mxfp4_a_fp8_per_token",
+        "w_mxfp4_a_mxfp6_e2m3",
+        "w_mxfp4_a_mxfp6_e3m2",
+    ]
     assert (
         "row '*' sends 'w_mxfp4_a_mxfp6_e3m2' to 'mx', which cannot run it: activation format "
         "e3m2 is not one of ['e2m1', 'e4m3fn']"

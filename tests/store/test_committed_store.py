@@ -10,8 +10,10 @@ from harness.store.golden import DEFAULT_ROOT, GoldenStore, _serialize
 
 # The budget for golden/ (every file, the manifest included): goldens travel with every
 # clone and wheel. Sub-byte codes are packed and regenerable inputs stored as digests to
-# stay within it (docs/CLI.md, "Golden store format").
-STORE_BYTES_BUDGET = 8 * 2**20
+# stay within it (docs/CLI.md, "Golden store format"). A registered scheme adds about
+# 200 KiB (its linear and MoE entries); 9 MiB since w_mxfp4_a_fp8_per_token took the store
+# to 8.1 MiB.
+STORE_BYTES_BUDGET = 9 * 2**20
 
 
 def _store_files(root: Path) -> list[Path]:

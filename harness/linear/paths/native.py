@@ -226,6 +226,9 @@ LINEAR_NATIVE_DISPATCH: DispatchTable = {
             {
                 "w_mxfp4",
                 "w_mxfp4_a_fp8",
+                # MXFP4 weights x per-token FP8 activations (aiter's gemm_a8wfp4 pairing):
+                # torch's scaled mm takes one scale format on both operands.
+                "w_mxfp4_a_fp8_per_token",
                 "w_mxfp4_a_mxfp6_e2m3",
                 "w_mxfp4_a_mxfp6_e3m2",
                 "w_mxfp6_e2m3",

@@ -1,6 +1,6 @@
 """aiter's Triton GEMMs as qharness linear paths: FP8 per-token x per-channel (`gemm_a8w8`,
-`gemm_a8w8_per_token_scale`), FP8 1x128 x 128x128 blocks (`gemm_a8w8_blockscale`) and MXFP4
-(`gemm_afp4wfp4`, `tl.dot_scaled`, gfx950).
+`gemm_a8w8_per_token_scale`), FP8 1x128 x 128x128 blocks (`gemm_a8w8_blockscale`), MXFP4
+(`gemm_afp4wfp4`, `tl.dot_scaled`, gfx950) and per-token FP8 x MXFP4 (`gemm_a8wfp4`, gfx950).
 
 The harness quantizes the activation with its reference quantizer (as the native path does)
 and hands the kernel the checkpoint's codes and scales in aiter's layouts; aiter's own
@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 import torch
 
 from harness import (
+    E8M0,
     EMULATE,
     FP8_BLOCK,
     MX_BLOCK,
@@ -43,6 +44,7 @@ from harness import (
     PlatformInfo,
     QuantizedLinear,
     QuantizedTensor,
+    QuantSpec,
     Scheme,
     Support,
     choose,
@@ -141,12 +143,75 @@ def _call_afp4wfp4(
     )
 
 
+def _call_a8wfp4(
+    mod: Any, xq: QuantizedTensor, w: QuantizedTensor, out: torch.dtype, cfg: dict[str, Any] | None
+) -> torch.Tensor:
+    """gemm_a8wfp4 writes into a caller's (M, N) tensor: FP8 x with its (M, 1) float32 row
+    scales, packed FP4 w with its (N, K//32) E8M0 bytes."""
+    m, n = xq.codes.shape[0], w.codes.shape[0]
+    y = torch.empty((m, n), dtype=out, device=xq.codes.device)
+    mod.gemm_a8wfp4(
+        _fp8(xq),
+        pack_fp4(w.codes),
+        y,
+        _rows(xq.scale, m),
+        e8m0_encode(w.scale).contiguous(),
+        out,
+        config=cfg,
+    )
+    return y
+
+
+Block = tuple[int | None, int | None]
+
+
+@dataclass(frozen=True)
+class OperandSide:
+    """What a kernel takes on one operand: element formats, scale format, scale tiles."""
+
+    formats: frozenset[str]
+    scale_format: str  # a harness.core.scale_formats.SCALE_FORMATS key
+    blocks: frozenset[Block]
+
+    def problem(self, spec: QuantSpec | None, role: str) -> str:
+        if spec is None:
+            return f"{role} is not quantized; the kernel takes quantized operands on both sides"
+        if spec.format not in self.formats:
+            return f"{role} format {spec.format} is not one of {sorted(self.formats)}"
+        if spec.scale_format != self.scale_format:
+            return f"{role} scales are {spec.scale_format}, the kernel takes {self.scale_format}"
+        if spec.block not in self.blocks:
+            takes = ", ".join(str(b) for b in sorted(self.blocks, key=str))
+            return f"{role} scales are {spec.granularity}; the kernel takes tiles {takes}"
+        return ""
+
+
+@dataclass(frozen=True)
+class MixedOperandContract:
+    """A kernel whose two operands differ in element and scale format (gemm_a8wfp4: FP8
+    activations with float32 row scales, MXFP4 weights with E8M0 1x32 scales), each side
+    stated on its own from QuantSpec fields; `OperandContract` takes one format for both."""
+
+    weight: OperandSide
+    activation: OperandSide
+
+    def check(self, scheme: Scheme) -> Support:
+        for side, spec, role in (
+            (self.weight, scheme.weight, "weight"),
+            (self.activation, scheme.activation, "activation"),
+        ):
+            problem = side.problem(spec, role)
+            if problem:
+                return Support.no(problem)
+        return Support.yes()
+
+
 @dataclass(frozen=True)
 class AiterGemm:
     """One aiter GEMM: its module, what it multiplies (a `KernelContract`), how to call it."""
 
     name: str  # the function in aiter.ops.triton.<name>
-    operands: OperandContract
+    operands: OperandContract | MixedOperandContract
     call: Call
     fused_bias: bool  # the kernel adds the bias itself
     capability_prefix: str  # triton.dot / triton.dot_scaled, + the element format
@@ -195,6 +260,16 @@ GEMMS: dict[str, AiterGemm] = {
             False,
             "triton.dot_scaled",
         ),
+        AiterGemm(
+            "gemm_a8wfp4",
+            MixedOperandContract(
+                weight=OperandSide(frozenset({"e2m1"}), E8M0.name, frozenset({(1, MX_BLOCK)})),
+                activation=OperandSide(frozenset({"e4m3fn"}), "fp32", frozenset({(1, WHOLE)})),
+            ),
+            _call_a8wfp4,
+            False,
+            "triton.dot_scaled",
+        ),
     )
 }
 
@@ -218,11 +293,15 @@ _MXFP4 = {
         {"w_mxfp4_a_mxfp4", "w_mxfp4_a_mxfp4@ceil", "w_mxfp4_a_mxfp4@even", "w_mxfp4_a_mxfp4@rceil"}
     ),
 }
+# FP8 e4m3 activations (float32 row scales) x MXFP4 weights: dot_scaled "e4m3" x "e2m1",
+# gfx950 only (aiter asserts is_fp4_avail(); its FP8 operand is e4m3fn there).
+_A8WFP4 = {"gfx942": frozenset(), "gfx950": frozenset({"w_mxfp4_a_fp8_per_token"})}
 KERNEL_SCHEMES: dict[str, dict[str, frozenset[str]]] = {
     "gemm_a8w8": _FP8_ROWWISE,
     "gemm_a8w8_per_token_scale": _FP8_ROWWISE,
     "gemm_a8w8_blockscale": _FP8_BLOCK,
     "gemm_afp4wfp4": _MXFP4,
+    "gemm_a8wfp4": _A8WFP4,
 }
 
 
@@ -275,7 +354,32 @@ TAIL_CONFIGS: dict[str, dict[str, Any]] = {
         "GROUP_SIZE_M": 1,
         "NUM_KSPLIT": 1,
     },
+    # split-K into two pieces of whole 128-wide K blocks (SPLITK_BLOCK_SIZE from K,
+    # `_splitk_pieces`): at K=128 the second piece has no work and the reduce sums one.
+    "gemm_a8wfp4": {
+        "BLOCK_SIZE_M": 16,
+        "BLOCK_SIZE_N": 32,
+        "BLOCK_SIZE_K": 128,
+        "GROUP_SIZE_M": 1,
+        "NUM_KSPLIT": 2,
+    },
 }
+
+
+def _splitk_pieces(k: int, cfg: dict[str, Any]) -> dict[str, Any]:
+    """gemm_a8wfp4's SPLITK_BLOCK_SIZE for a tail config: K elements per piece, rounded up
+    to whole BLOCK_SIZE_K blocks (the kernel steps each piece by whole blocks)."""
+    block = cfg["BLOCK_SIZE_K"]
+    per_piece = -(-k // cfg["NUM_KSPLIT"])
+    return {**cfg, "SPLITK_BLOCK_SIZE": -(-per_piece // block) * block}
+
+
+# Kernels whose tail config has fields that depend on the shape.
+TAIL_DERIVED: dict[str, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
+    "gemm_a8wfp4": _splitk_pieces,
+}
+# gemm_a8wfp4 asserts w_scales has shape (N, K // 32): no partial MX block in K.
+WHOLE_MX_BLOCKS_ONLY: frozenset[str] = frozenset({"gemm_a8wfp4"})
 OUT_DTYPES: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float16, torch.float32)
 
 
@@ -338,6 +442,11 @@ class AiterLinearPath(LinearPathBase):
             return Support.no(f"{self.name}: {choice.reason}")
         if problem.out_dtype not in OUT_DTYPES:
             return Support.no(f"{self.name}: no {problem.out_dtype} output")
+        if self.kernel in WHOLE_MX_BLOCKS_ONLY and problem.k % MX_BLOCK:
+            return Support.no(
+                f"{self.name}: K={problem.k} is not a multiple of {MX_BLOCK}; aiter's wrapper "
+                f"asserts w_scales of shape (N, K//{MX_BLOCK}) (no partial MX block)"
+            )
         return Support.yes()
 
     def forward(
@@ -355,6 +464,8 @@ class AiterLinearPath(LinearPathBase):
         n = layer.weight.codes.shape[0]
         overrides = TAIL_CONFIGS[self.kernel] if self.tails else None
         cfg = _config(self.kernel, m, n, k, overrides)
+        if cfg is not None and self.kernel in TAIL_DERIVED:
+            cfg = TAIL_DERIVED[self.kernel](k, cfg)
         if not platform.simulated:
             return self._call(mod, xq, layer, out_dtype, cfg)
         with assume_as_hint() as seen, fp8_nan_codes_read_as_nan() as nan_codes:
@@ -412,6 +523,12 @@ AiterGemmA8W8Blockscale = _path("gemm_a8w8_blockscale", False)
 AiterGemmA8W8BlockscaleTails = _path("gemm_a8w8_blockscale", True)
 AiterGemmAFP4WFP4 = _path("gemm_afp4wfp4", False)
 AiterGemmAFP4WFP4Tails = _path("gemm_afp4wfp4", True)
+AiterGemmA8WFP4 = _path("gemm_a8wfp4", False)
+AiterGemmA8WFP4Tails = _path("gemm_a8wfp4", True)
+# No known finding on the gemm_a8wfp4 paths: aiter's _get_config writes each K's split into
+# a dict shared by the M range (docs/ENGINE-FINDINGS.md, "gemm_a8wfp4's default config for a
+# shape depends on the shapes run before it"), but the suites' K (128, 256) all get
+# SPLITK_BLOCK_SIZE=256 in every M range, so no case shows it.
 
 # docs/ENGINE-FINDINGS.md, "aiter: split-K pieces that are not whole BLOCK_SIZE_K blocks"
 AiterGemmA8W8PerTokenTails.known_findings = (

@@ -52,6 +52,28 @@ def test_aiter_tables_cover_every_scheme_the_kernels_accept() -> None:
             assert set(names) == runnable, (kernel, arch, sorted(runnable ^ set(names)))
 
 
+def test_aiter_a8wfp4_takes_per_token_fp8_times_mxfp4_only() -> None:
+    """gemm_a8wfp4's contract states each operand on its own: of the registered schemes it
+    accepts only FP8 row-scaled activations x MXFP4 weights, not MX-FP8 activations."""
+    linear = _linear()
+    gemm = linear.GEMMS["gemm_a8wfp4"]
+    assert {n for n, s in SCHEMES.items() if gemm.accepts(s).ok} == {"w_mxfp4_a_fp8_per_token"}
+    why = gemm.accepts(SCHEMES["w_mxfp4_a_fp8"]).reason
+    assert why == "activation scales are e8m0, the kernel takes fp32"
+    assert "not quantized" in gemm.accepts(SCHEMES["w_mxfp4"]).reason
+
+
+def test_aiter_a8wfp4_tail_pieces_are_whole_k_blocks() -> None:
+    """The tail config's split-K pieces: cdiv(K, NUM_KSPLIT) rounded up to BLOCK_SIZE_K, so
+    the pieces the kernel steps through by whole blocks never overlap."""
+    linear = _linear()
+    cfg = {"BLOCK_SIZE_K": 128, "NUM_KSPLIT": 2}
+    for k, piece in ((128, 128), (256, 128), (320, 256), (4096, 2048)):
+        got = linear.TAIL_DERIVED["gemm_a8wfp4"](k, cfg)
+        assert got["SPLITK_BLOCK_SIZE"] == piece, k
+        assert got["SPLITK_BLOCK_SIZE"] * cfg["NUM_KSPLIT"] >= k
+
+
 def _moe():  # type: ignore[no-untyped-def]
     return pytest.importorskip(
         "qharness_aiter.moe",

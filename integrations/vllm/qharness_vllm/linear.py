@@ -181,6 +181,7 @@ _NOT_RUN: dict[str, frozenset[str]] = {
         {
             "w_mxfp4",
             "w_mxfp4_a_fp8",
+            "w_mxfp4_a_fp8_per_token",
             "w_mxfp4_a_mxfp4",
             "w_mxfp4_a_mxfp4@ceil",
             "w_mxfp4_a_mxfp4@even",
