@@ -89,8 +89,15 @@ def render(docs: list[dict[str, Any]]) -> str:
         versions = doc.get("versions", {})
         records = _engine_records(doc["records"])
         engines = sorted({str(r["engine"]) for r in records if r.get("engine")})
+        name = ", ".join(engines)
+        if not name and any(r.get("suite") == "models" for r in records):
+            name = "model suite (checkpoints made by quantization tools, served by vLLM)"
+        platform = doc.get("platform") or {}
+        where = ""
+        if platform.get("simulated"):  # a simulated GPU: never mistaken for real hardware
+            where = f", simulated {platform.get('arch', '?')} under {platform['simulated']}"
         out += [
-            f"## {', '.join(engines) or 'adapter run'} (torch {versions.get('torch', '?')})",
+            f"## {name or 'adapter run'} (torch {versions.get('torch', '?')}{where})",
             "",
         ]
         out += [
