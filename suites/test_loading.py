@@ -40,7 +40,7 @@ from harness.paths.base import (
     linear_numerics,
     path_conventions,
 )
-from harness.paths.bounds import linear_gemm_interval, rounds_operands
+from harness.paths.bounds import linear_gemm_interval, other_than_emulated, rounds_operands
 from harness.paths.findings import FindingCase, known_finding
 from harness.platform.info import PlatformInfo
 from harness.plugin import RecordChecks, RecordResult, load_golden, xfail_known
@@ -192,20 +192,11 @@ def _check_output(
         same = layer_under_conventions(loaded.layer, conventions, numerics)
         y_emulated = get_path("emulated").forward(same, x, OUT_DTYPE).cpu()
     interval = linear_gemm_interval(a, w, bias if p.bias else None, numerics)
-    other = ""
+    other = other_than_emulated(a, w, numerics)
     if rounds_operands(a, w, numerics):
-        other = f"the path multiplies operands rounded to {numerics.operand_dtype}"
         # the exact effect of the declared operand rounding (zero where it changes nothing)
         added = bias if p.bias else torch.zeros_like(bias)
         bound = bound + (interval.center - (a @ w.t() + added)).abs()
-    if numerics.rounding_mode != "nearest":
-        other = f"the path rounds {numerics.rounding_mode} (declared), emulated to nearest" + (
-            f"; {other}" if other else ""
-        )
-    if not numerics.activation_quantized:
-        other = "the path multiplies the activation unquantized (declared)" + (
-            f"; {other}" if other else ""
-        )
     results = [
         *output_checks(y, y_ref, bias, bound, p.bias, p.path),
         *rounding_checks(y, y_emulated, interval, numerics.output_roundings, p.path, other),

@@ -40,11 +40,10 @@ from harness.core.compare import (
     rounding_bound,
     sqnr_db,
 )
-from harness.core.quantize import quantize_activation
 from harness.core.schemes import Scheme
 from harness.linear.cases import LoadedLinearCase
-from harness.paths.base import Numerics, scheme_as_multiplied
-from harness.paths.bounds import linear_gemm_interval, rounds_operands
+from harness.paths.base import Numerics, multiplied_activation, scheme_as_multiplied
+from harness.paths.bounds import linear_gemm_interval, other_than_emulated, rounds_operands
 
 LINEAR_CHECKS = (
     "finite",
@@ -85,17 +84,6 @@ class ExpectedOutput:
         return self.lo == self.hi
 
 
-def _activation(
-    loaded: LoadedLinearCase, scheme: Scheme, numerics: Numerics | None = None
-) -> torch.Tensor:
-    """The activation (float64) a path multiplies: the scheme's quantized one, or, where
-    its numerics declare it unquantized, the input in the declared dtype."""
-    if numerics is not None and numerics.unquantized_activation is not None:
-        return loaded.x.to(numerics.unquantized_activation).double()
-    xq = quantize_activation(loaded.x, scheme, loaded.layer.input_scale)
-    return loaded.x.double() if xq is None else xq.dequantize(torch.float64)
-
-
 def expected_output(
     loaded: LoadedLinearCase,
     scheme: Scheme,
@@ -118,29 +106,20 @@ def expected_output(
     # same product recomputed here in float64 is the center of the bit-exact interval.
     b = loaded.inputs["bias"].double() if bias else torch.zeros(n).double()
     w = loaded.layer.weight.dequantize(torch.float64)
-    multiplied = scheme_as_multiplied(scheme, conventions, numerics)
-    a = _activation(loaded, multiplied, numerics)
+    x, input_scale = loaded.x, loaded.layer.input_scale
+    a = multiplied_activation(x, scheme, input_scale, conventions, numerics)
     reference = loaded.y_ref.double() + b
-    if multiplied is not scheme:
-        reference = reference + (a - _activation(loaded, scheme)) @ w.t()
+    if scheme_as_multiplied(scheme, conventions, numerics) is not scheme:
+        reference = reference + (a - multiplied_activation(x, scheme, input_scale)) @ w.t()
     # The interval of the loaded operands as the path multiplies them (paths.bounds)
     acc = linear_gemm_interval(a, w, b if bias else None, numerics)
     # vs golden: the radius, the exact effect of a declared operand rounding (zero where
     # it changes nothing), the golden's float32 storage (u_f32 |y|), and the path's
     # roundings to the output dtype (u_out |y| each; u_out |product| before a bias).
-    other, operand_effect = "", torch.zeros_like(acc.radius)
+    other = other_than_emulated(a, w, numerics)
+    operand_effect = torch.zeros_like(acc.radius)
     if rounds_operands(a, w, numerics):
-        other = f"the path multiplies operands rounded to {numerics.operand_dtype}"
         operand_effect = (acc.center - (a @ w.t() + b)).abs()
-    if numerics.rounding_mode != "nearest":
-        mode = numerics.rounding_mode.replace("_", " ")
-        other = f"the path rounds {mode} (declared), emulated to nearest" + (
-            f"; {other}" if other else ""
-        )
-    if not numerics.activation_quantized:
-        other = "the path multiplies the activation unquantized (declared)" + (
-            f"; {other}" if other else ""
-        )
     # A rounding before the bias is added errs by u_out |product| (the reference without
     # its bias), the others by u_out |y|: the two agree without a bias.
     before_bias = numerics.roundings_before_bias if bias else 0

@@ -40,7 +40,7 @@ from harness.core.quantize import (
 )
 from harness.core.schemes import SCHEMES, WHOLE, Scheme, get_scheme
 from harness.loading.checkpoint import LinearCheckpoint, QuantConfig, Shard, build_checkpoint
-from harness.paths.base import Numerics, scheme_as_multiplied
+from harness.paths.base import Numerics, multiplied_activation
 from harness.store.golden import GoldenData, register_each
 
 PREFIX = "model.layers.0.proj"
@@ -259,11 +259,7 @@ def reference_operands(
     of the rounding interval every path that rounds once must land in. ``conventions``:
     those the path declares for its activation quantizer (harness.core.conventions);
     ``numerics``: the path's, where they declare the activation unquantized."""
-    scheme = scheme_as_multiplied(ckpt.scheme, conventions, numerics)
-    xq = quantize_activation(x, scheme, merged_input_scale(ckpt))
-    a = x.double() if xq is None else xq.dequantize(torch.float64)
-    if numerics is not None and numerics.unquantized_activation is not None:
-        a = x.to(numerics.unquantized_activation).double()
+    a = multiplied_activation(x, ckpt.scheme, merged_input_scale(ckpt), conventions, numerics)
     return a, expected_runtime_weight(ckpt, torch.float64)
 
 

@@ -35,12 +35,12 @@ from harness.core.checks import (
     passed,
 )
 from harness.core.compare import bit_mismatches, cancellation_db, rounding_bound, sqnr_db
-from harness.core.quantize import QuantizedLinear, QuantizedTensor, quantize_activation, scale_grid
+from harness.core.quantize import QuantizedLinear, QuantizedTensor, scale_grid
 from harness.core.schemes import Scheme
 from harness.loading.checkpoint import CheckpointError, LinearCheckpoint, validate_checkpoint
 from harness.loading.invariants import shard_violations
 from harness.loading.loaders import LoadedLayer
-from harness.paths.base import Numerics, scheme_as_multiplied
+from harness.paths.base import Numerics, multiplied_activation
 from harness.paths.bounds import linear_gemm_interval
 
 
@@ -154,11 +154,7 @@ def layer_reference(
     conventions (or as it arrives, where the numerics declare a weight-only kernel), times
     the runtime weight, plus the bias, in float64 (core.checks: the accumulation interval,
     Higham gamma_{K+3}); plus the path's roundings to its output."""
-    scheme = scheme_as_multiplied(layer.scheme, conventions, numerics)
-    xq = quantize_activation(x, scheme, layer.input_scale)
-    a = x.double() if xq is None else xq.dequantize(torch.float64)
-    if numerics.unquantized_activation is not None:
-        a = x.to(numerics.unquantized_activation).double()
+    a = multiplied_activation(x, layer.scheme, layer.input_scale, conventions, numerics)
     w = layer.weight.dequantize(torch.float64)
     acc = linear_gemm_interval(a, w, layer.bias, numerics)
     out, roundings = numerics.out_dtype, numerics.output_roundings

@@ -32,7 +32,7 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from harness.core.conventions import with_conventions
-from harness.core.quantize import QuantizedLinear
+from harness.core.quantize import QuantizedLinear, quantize_activation
 from harness.core.schemes import Scheme
 from harness.core.spec import Block, QuantSpec, granularity
 from harness.platform.info import PlatformInfo
@@ -336,6 +336,24 @@ def scheme_as_multiplied(
     if numerics is not None and not numerics.activation_quantized:
         return scheme if scheme.activation is None else replace(scheme, activation=None)
     return with_activation_conventions(scheme, conventions)
+
+
+def multiplied_activation(
+    x: torch.Tensor,
+    scheme: Scheme,
+    input_scale: torch.Tensor | None,
+    conventions: frozenset[str] = frozenset(),
+    numerics: Numerics | None = None,
+) -> torch.Tensor:
+    """The activation (float64) a path declaring ``conventions`` and ``numerics``
+    multiplies: the reference quantizer's under those conventions (`scheme_as_multiplied`),
+    x itself for a scheme without activation quantization, or x in the declared dtype for a
+    weight-only kernel (``Numerics.unquantized_activation``)."""
+    if numerics is not None and numerics.unquantized_activation is not None:
+        return x.to(numerics.unquantized_activation).double()
+    scheme = scheme_as_multiplied(scheme, conventions, numerics)
+    xq = quantize_activation(x, scheme, input_scale)
+    return x.double() if xq is None else xq.dequantize(torch.float64)
 
 
 def layer_under_conventions(

@@ -146,3 +146,18 @@ def rounds_operands(a: torch.Tensor, w: torch.Tensor, numerics: Numerics) -> boo
     if numerics.operand_dtype is None:
         return False
     return any(not torch.equal(operands_as_multiplied(t, numerics), t.double()) for t in (a, w))
+
+
+def other_than_emulated(a: torch.Tensor, w: torch.Tensor, numerics: Numerics) -> str:
+    """Why a path declaring ``numerics`` need not give `emulated`'s bits on operands ``a``,
+    ``w`` (its activation unquantized, another rounding mode, a declared operand rounding
+    that changes values), or "" where it must."""
+    reasons = []
+    if not numerics.activation_quantized:
+        reasons.append("the path multiplies the activation unquantized (declared)")
+    if numerics.rounding_mode != "nearest":
+        mode = numerics.rounding_mode.replace("_", " ")
+        reasons.append(f"the path rounds {mode} (declared), emulated to nearest")
+    if rounds_operands(a, w, numerics):
+        reasons.append(f"the path multiplies operands rounded to {numerics.operand_dtype}")
+    return "; ".join(reasons)
