@@ -186,7 +186,8 @@ def _check_output(
         y_ref = y_ref + (a - reference_operands(ckpt, x)[0]) @ w.t()
     bias = data.tensors["bias"].double()
     abs_product = data.tensors["abs_product"].double()
-    bound = output_bound(y_ref, bias, abs_product, k, p.bias, OUT_DTYPE)
+    units = numerics.rounding_units  # each output rounding's size, as declared
+    bound = output_bound(y_ref, bias, abs_product, k, p.bias, OUT_DTYPE, units)
     y_emulated = None
     if not is_reference(path):  # the same loaded layer through the emulated path
         same = layer_under_conventions(loaded.layer, conventions, numerics)

@@ -87,19 +87,21 @@ def output_bound(
     k: int,
     with_bias: bool,
     out_dtype: torch.dtype,
+    rounding_units: int = 1,
 ) -> torch.Tensor:
     """Bound on |y - (y_ref + bias)| for a correctly loaded layer through any path.
 
     Float32 accumulation of K products and the bias (Higham gamma_{K+1}), the golden's
     float32 storage of y_ref, and up to two roundings to ``out_dtype`` (before/after a bias
     epilogue) of an output as large as |y_ref| + 2|bias|, so 0, 1 or 2 bias applications
-    all fit.
+    all fit. ``rounding_units``: one rounding's error in units of u (the path's declared
+    `Numerics.rounding_units`: 1 to nearest, 2 toward zero).
     """
     reference = y_ref + (bias if with_bias else 0)
     return (
         gamma_bound(abs_product + bias.abs(), k + 1, torch.float32)
         + rounding_bound(reference, torch.float32)
-        + rounding_bound(y_ref.abs() + 2 * bias.abs(), out_dtype, roundings=2)
+        + rounding_bound(y_ref.abs() + 2 * bias.abs(), out_dtype, roundings=2 * rounding_units)
     )
 
 

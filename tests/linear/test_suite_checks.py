@@ -262,6 +262,28 @@ def test_a_scale_bug_fails_the_golden_check_as_well_as_the_bias_check(golden_sto
     assert _by_name(results)["output_vs_golden"].offender is not None
 
 
+def _truncated_to_bf16(v: torch.Tensor) -> torch.Tensor:
+    """float32 -> bfloat16 rounding toward zero (dropping the low 16 bits), as a
+    truncating kernel converts."""
+    bits = v.float().view(torch.int32) & -65536  # 0xFFFF0000
+    return bits.view(torch.float32).to(torch.bfloat16)
+
+
+def test_the_loading_bound_holds_two_truncations_only_as_declared() -> None:
+    # A product just below 1 + 2^-7 truncated to 1, a bias just below 2^-7 added and
+    # truncated again: 2 bf16 ULPs (4u) off, which two roundings to nearest (2u) cannot
+    # explain and two declared roundings toward zero (Numerics.rounding_units = 2) can.
+    y_ref = torch.tensor([1 + 2**-7 - 2**-20], dtype=torch.float64)
+    bias = torch.tensor([2**-7 - 2**-20], dtype=torch.float64)
+    first = _truncated_to_bf16(y_ref).double()
+    y = _truncated_to_bf16(first + bias).double()
+    error = (y - (y_ref + bias)).abs()
+    args = (y_ref, bias, y_ref.abs(), 1, True, torch.bfloat16)
+    assert bool((error > output_bound(*args)).all())
+    toward_zero = Numerics(out_dtype=torch.bfloat16, rounding_mode="toward_zero")
+    assert bool((error <= output_bound(*args, toward_zero.rounding_units)).all())
+
+
 def test_every_disagreeing_loader_is_named(golden_store: Any) -> None:
     _, ckpt = _loading(golden_store)
     reference = get_loader("fp8").load(ckpt, "e4m3fn")
