@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -275,12 +276,17 @@ def run(checkpoint: Path, prompts: list[list[int]], inject: str | None = None) -
     """Load ``checkpoint`` in vLLM, run each prompt, return the capture (see module doc)."""
     for key, value in ENGINE_ENV.items():
         os.environ.setdefault(key, value)
-    import vllm._C  # noqa: F401  (the CPU build's ops, which the workarounds look at)
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
+    from vllm.platforms import current_platform
 
     from qharness_vllm import ENGINE
     from qharness_vllm.platform import cpu_fp8_ops
+
+    # The CPU build's ops, which the workarounds look at, loaded as vLLM loads them: the
+    # library built for this CPU (_C_AVX2 without AVX-512; `import vllm._C` there dies
+    # of an illegal instruction).
+    current_platform.import_kernels()
 
     workarounds: list[str] = []
     out: dict[str, Any] = {
@@ -373,7 +379,10 @@ def capture(
     (out_dir / f"capture{tag}.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0 or not output.exists():
         tail = proc.stderr.strip().splitlines()[-5:]
-        return {"error": f"capture process exited {proc.returncode}: " + " | ".join(tail)}
+        status = str(proc.returncode)
+        if proc.returncode < 0:  # a signal killed it (SIGILL: an instruction this CPU lacks)
+            status += f" ({signal.Signals(-proc.returncode).name})"
+        return {"error": f"capture process exited {status}: " + " | ".join(tail)}
     result: dict[str, Any] = torch.load(output, weights_only=True)
     return result
 
