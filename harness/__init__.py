@@ -68,6 +68,7 @@ _EXPORTS: dict[str, str] = {
     "EMULATE": "harness.paths.dispatch",
     "ANY_PLATFORM": "harness.paths.dispatch",
     "choose": "harness.paths.dispatch",
+    "foreign_fp8_flavour": "harness.paths.dispatch",
     "dispatch_problems": "harness.paths.dispatch",
     # the operands a path feeds its kernel (optional capability, checked bit for bit)
     "QuantizedOperands": "harness.paths.operands",
@@ -184,6 +185,7 @@ __all__ = [
     "encode",
     "expected_operands",
     "expected_output",
+    "foreign_fp8_flavour",
     "fp8_nan_codes_read_as_nan",
     "get_path",
     "get_scale_format",
@@ -303,6 +305,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
         DispatchTable,
         choose,
         dispatch_problems,
+        foreign_fp8_flavour,
     )
     from harness.paths.findings import FindingCase, KnownFinding
     from harness.paths.operands import ExposesOperands, QuantizedOperands

@@ -20,6 +20,7 @@ from typing import Generic, TypeVar
 
 from harness.core.schemes import Scheme
 from harness.paths.base import KernelContract
+from harness.platform.info import PlatformInfo
 
 EMULATE = "emulate"  # decision: no native kernel; the emulated path is the only one
 ANY_PLATFORM = "*"  # row key: the row for every platform without a row of its own
@@ -28,6 +29,8 @@ DispatchRow = Mapping[str, frozenset[str]]  # decision -> scheme names
 DispatchTable = Mapping[str, DispatchRow]  # platform key -> row
 
 K = TypeVar("K", bound=KernelContract)
+
+FP8_E4M3_FLAVOURS = frozenset({"e4m3fn", "e4m3fnuz"})  # the same bits, values a factor 2 apart
 
 
 def row_for(table: DispatchTable, key: str) -> DispatchRow | None:
@@ -144,3 +147,23 @@ def table_json(table: DispatchTable) -> dict[str, dict[str, list[str]]]:
         key: {dec: sorted(names) for dec, names in sorted(row.items())}
         for key, row in sorted(table.items())
     }
+
+
+def foreign_fp8_flavour(scheme: Scheme, platform: PlatformInfo) -> str | None:
+    """Why a GPU kernel of ``platform`` cannot take ``scheme``'s FP8 codes as they are, or None.
+
+    A table row decides by scheme name, but a loaded layer keeps its name when a loader
+    normalizes it for another platform's e4m3 flavour (harness.loading.transforms): its codes
+    then mean twice or half as much under the platform's dtype, and a kernel that views them
+    as that dtype computes a wrong result without a sign. A GPU arch runs one flavour
+    (`PlatformInfo.fp8_format`); a layer in the other must be normalized first.
+    """
+    for role, spec in (("weight", scheme.weight), ("activation", scheme.activation)):
+        if spec is None or spec.format not in FP8_E4M3_FLAVOURS:
+            continue
+        if spec.format != platform.fp8_format:
+            return (
+                f"{scheme.name}: {role} codes in {spec.format}, but {platform.arch} kernels "
+                f"take {platform.fp8_format} (a layer loaded for the other FP8 flavour)"
+            )
+    return None

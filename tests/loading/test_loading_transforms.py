@@ -10,7 +10,13 @@ import torch
 from harness.core.formats import decode, encode
 from harness.core.schemes import SCHEMES, get_scheme
 from harness.loading.cases import CASES, FLAVOURS, build_case_checkpoint
-from harness.loading.invariants import bias_application_counts, check_loader, one_ulp_violations
+from harness.loading.checks import check_bias_applied_once
+from harness.loading.invariants import (
+    AMBIGUOUS,
+    bias_application_counts,
+    check_loader,
+    one_ulp_violations,
+)
 from harness.loading.loaders import loaders
 from harness.loading.transforms import (
     SCALE_SLOT_SENTINEL,
@@ -23,6 +29,8 @@ from harness.loading.transforms import (
     scales_to_tile_grid,
 )
 from harness.ops.block_scaled import swizzle_32_4_4, unswizzle_32_4_4
+from harness.paths.dispatch import foreign_fp8_flavour
+from harness.platform.info import PlatformInfo
 
 
 def _state(
@@ -80,6 +88,27 @@ def test_fnuz_to_fn_is_the_exact_inverse_and_refuses_240() -> None:
     with_240 = replace(there, codes=torch.full_like(there.codes, 0x7F))
     with pytest.raises(LoadError, match="240"):
         normalize_e4m3fnuz_to_e4m3fn(with_240)
+
+
+def test_a_gpu_kernel_refuses_a_layer_normalized_for_the_other_flavour() -> None:
+    # The runtime scheme keeps its name through normalization; only its formats say which
+    # platform it was loaded for. Dispatch by name alone once sent e4m3fn codes to a
+    # gfx942 kernel, which read them as e4m3fnuz: every output halved.
+    gfx942 = PlatformInfo("rocm", "gfx942", "test gpu", torch.__version__, None, "6.4")
+    gfx950 = replace(gfx942, arch="gfx950")
+    fn_state = _state(_all_codes(8), [1.0], (8,))
+    fnuz = normalize_e4m3fn_to_e4m3fnuz(fn_state).scheme
+    assert fnuz.name == fn_state.scheme.name
+    assert foreign_fp8_flavour(fnuz, gfx942) is None
+    assert foreign_fp8_flavour(fn_state.scheme, gfx950) is None
+    why = foreign_fp8_flavour(fn_state.scheme, gfx942)
+    assert why is not None
+    assert "weight codes in e4m3fn," in why
+    assert "take e4m3fnuz" in why
+    why = foreign_fp8_flavour(fnuz, gfx950)
+    assert why is not None
+    assert "weight codes in e4m3fnuz," in why
+    assert foreign_fp8_flavour(get_scheme("w_mxfp4_a_mxfp4"), gfx942) is None  # not FP8 e4m3
 
 
 def test_normalize_twice_is_refused() -> None:
@@ -202,6 +231,24 @@ def test_bias_application_counts_tell_0_1_2_apart() -> None:
     assert bias_application_counts(y0 + 0.5 * bias, y0, bias, bound).tolist() == [[-1] * 3]
     with pytest.raises(ValueError, match="ambiguous"):
         bias_application_counts(y0, y0, bias, torch.full_like(y0, 0.3))
+
+
+def test_the_bias_check_judges_only_outputs_where_the_bias_is_told_apart() -> None:
+    y0 = torch.tensor([[1.0, -2.0, 3.0]])
+    bias = torch.tensor([0.5, -1.0, 2.0])
+    bound = torch.tensor([[0.3, 0.1, 0.1]])  # column 0: |bias| 0.5 <= 2 * 0.3
+    counts = bias_application_counts(y0 + bias, y0, bias, bound, allow_ambiguous=True)
+    assert counts.tolist() == [[AMBIGUOUS, 1, 1]]
+    once = check_bias_applied_once(y0 + bias, y0, bias, bound, True, "p")
+    assert once.passed
+    assert once.metrics["bias_ambiguous"] == 1
+    twice = y0 + torch.tensor([1.0, 1.0, 2.0]) * bias  # column 1 got it twice
+    result = check_bias_applied_once(twice, y0, bias, bound, True, "p")
+    assert not result.passed
+    assert "applied [2] times" in result.message
+    assert "1 outputs not judged" in result.message
+    nothing = check_bias_applied_once(y0 + bias, y0, bias, torch.full_like(y0, 5.0), True, "p")
+    assert not nothing.passed, "a check that can judge no output must not pass"
 
 
 def test_every_granularity_and_flavour_loads_correctly() -> None:

@@ -50,6 +50,7 @@ from harness import (
     choose,
     dispatch_problems,
     e8m0_encode,
+    foreign_fp8_flavour,
     fp8_nan_codes_read_as_nan,
     pack_fp4,
     platform_key,
@@ -440,6 +441,9 @@ class AiterLinearPath(LinearPathBase):
         )
         if choice.kernel is None:
             return Support.no(f"{self.name}: {choice.reason}")
+        foreign = foreign_fp8_flavour(scheme, platform)
+        if foreign:  # the arch's kernels take its own e4m3 flavour only
+            return Support.no(f"{self.name}: {foreign}")
         if problem.out_dtype not in OUT_DTYPES:
             return Support.no(f"{self.name}: no {problem.out_dtype} output")
         if self.kernel in WHOLE_MX_BLOCKS_ONLY and problem.k % MX_BLOCK:

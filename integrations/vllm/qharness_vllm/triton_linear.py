@@ -66,6 +66,7 @@ from harness import (
     Scheme,
     Support,
     choose,
+    foreign_fp8_flavour,
     fp8_nan_codes_read_as_nan,
 )
 from qharness_vllm import ENGINE
@@ -177,7 +178,11 @@ WHY_NOT_ON: dict[str, str] = {
 
 # --------------------------------------------------------------------- vLLM calls
 def _fp8_weight(layer: QuantizedLinear, dtype: torch.dtype) -> torch.Tensor:
-    """The loaded weight codes [N, K] as vLLM holds them: the platform's FP8 dtype."""
+    """The loaded weight codes [N, K] as vLLM holds them: the platform's FP8 dtype. Codes
+    of the other e4m3 flavour are refused, not reinterpreted (their values differ by 2)."""
+    held = layer.weight.spec.format
+    if f"float8_{held}" != str(dtype).removeprefix("torch."):
+        raise ValueError(f"weight codes are {held}; this platform's kernels take {dtype}")
     return layer.weight.codes.contiguous().view(dtype)
 
 
@@ -326,6 +331,9 @@ class _VllmTritonPath(LinearPathBase):
         choice = choose(self.table, self.kernels, arch, scheme, f"{self.name} dispatch", __name__)
         if choice.kernel is None:
             return Support.no(f"{self.name}: {choice.reason}")
+        foreign = foreign_fp8_flavour(scheme, platform)
+        if foreign:  # vLLM would have normalized the checkpoint to the arch's flavour
+            return Support.no(f"{self.name}: {foreign}")
         return Support.yes()
 
     def forward(
