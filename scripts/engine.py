@@ -60,12 +60,15 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
     # the stage to the Triton paths (the interpreter is slow). MoE: unnormalized routing
     # only (renormalizing changes the routing weights alone, which the harness's combine
     # applies); every token count (t1 takes vLLM's naive block assignment, t7 and t64 the
-    # aligned one), both configs, both expert configs, the long-hidden cases.
+    # aligned one), both configs, both expert configs, the long-hidden cases. The loading
+    # suite: checkpoints loaded by the harness's loaders for either e4m3 flavour, through the
+    # Triton GEMMs (a layer of the other flavour is refused, not reinterpreted).
     "vllm-triton": (
         "integrations/vllm",
         (
             "suites/test_quantizers.py",
             "suites/test_linear.py",
+            "suites/test_loading.py",
             "suites/test_moe.py",
             "suites/test_special_values.py",
             "integrations/vllm/tests/test_vllm_triton.py",
@@ -92,6 +95,7 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
         (
             "suites/test_quantizers.py",
             "suites/test_linear.py",
+            "suites/test_loading.py",
             "suites/test_platform.py",
             "suites/test_moe.py",
             "suites/test_special_values.py",
@@ -106,7 +110,9 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
         # fused_flatten_mxfp4_quant runs one program per row: its MX edge-case and
         # scale-point blocks (1.5k rows each, about 100 s) run outside the stage; its
         # quantizing function is dynamic_mxfp4_quant's, which runs them here.
+        # The loading suite: each loader's checkpoints with bias through aiter's tuned configs.
         "(aiter and not fp16 and not (tails and (1x16x256 or 8x128x256)) and not fused_moe"
+        " and not ((loaded_layer or designed_checkpoint) and (tails or nobias))"
         " and not (fused_flatten_mxfp4 and (mx_edge_cases or mx_scale_points)))"
         " or (aiter and fp16 and nobias and not tails)"
         # MoE: both configs, 7 and 64 tokens, unnormalized routing (renorm changes weights
