@@ -546,7 +546,7 @@ AiterGemmA8W8PerTokenTails.known_findings = (
     ),
 )
 
-# docs/ENGINE-FINDINGS.md, "aiter: gemm_afp4wfp4 reads E8M0 scales past K"
+# docs/ENGINE-FINDINGS.md, "`gemm_afp4wfp4` loads its E8M0 scales past K"
 AiterGemmAFP4WFP4.known_findings = (
     KnownFinding(
         "aiter gemm_afp4wfp4 loads its E8M0 scales without a K mask: aiter's tuned config for "
