@@ -1,18 +1,22 @@
 """``selftest``: the project's own gate, in a source checkout: lint, type-check, golden
-integrity, benchmarks once, the self-tests and suites, then the canaries; the first failing
-step stops it."""
+integrity, benchmarks once, the self-tests and suites, then the canaries. Every step runs
+whatever failed before it (a red job still says whether the canaries were caught), then a
+summary names each step's outcome; only an interrupt stops it early."""
 
 from __future__ import annotations
 
 import argparse
+import signal
 import subprocess
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.cli.common import workers_argument
 from harness.cli.pytest_child import exit_for_pytest, xdist_workers
-from harness.errors import EXIT_FAILED, EXIT_OK, UsageError
+from harness.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,7 +56,7 @@ def selftest_prerequisites() -> None:
 
 def cmd_selftest(args: argparse.Namespace) -> int:
     """Lint, type-check, golden integrity, self-tests and suites, then the canaries (every
-    faulty plugin caught, every control passing); the first failure stops it."""
+    faulty plugin caught, every control passing); every step runs, then a summary."""
     selftest_prerequisites()
     steps: list[tuple[str, list[str]]] = [
         ("ruff check", [sys.executable, "-m", "ruff", "check", "."]),
@@ -80,13 +84,52 @@ def cmd_selftest(args: argparse.Namespace) -> int:
             [sys.executable, "-m", "tests.canaries"],
         ),
     ]
+    return run_steps(steps)
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    label: str
+    status: int
+    seconds: float
+
+    @property
+    def verdict(self) -> str:
+        if self.status == 0:
+            return "passed"
+        if self.status == 5:
+            return "no tests ran (a failure)"
+        return f"failed (exit {self.status})"
+
+
+def run_steps(steps: list[tuple[str, list[str]]], cwd: Path = REPO_ROOT) -> int:
+    """Run every step, print a summary of all of them, and return the exit status of the
+    first that failed (a pytest step's mapped by :func:`exit_for_pytest`, 5 included).
+    An interrupted step (Ctrl-C, SIGTERM) ends the run at once: the user asked to stop."""
+    outcomes: list[StepOutcome] = []
+    first_failure = EXIT_OK
     for label, cmd in steps:
         print(f"== {label}: {' '.join(cmd[1:])}", flush=True)
-        status = subprocess.call(cmd, cwd=REPO_ROOT)
-        if status == 5:
-            print(f"{label}: no tests ran, which counts as a failure", file=sys.stderr)
-            return EXIT_FAILED
-        if status != 0:
-            print(f"{label} failed (exit {status})", file=sys.stderr)
-            return exit_for_pytest(status) if cmd[2] == "pytest" else EXIT_FAILED
-    return EXIT_OK
+        start = time.monotonic()
+        status = subprocess.call(cmd, cwd=cwd)
+        outcomes.append(StepOutcome(label, status, time.monotonic() - start))
+        if status in (EXIT_INTERRUPTED, -signal.SIGINT, -signal.SIGTERM):
+            _print_summary(outcomes, [label for label, _ in steps[len(outcomes) :]])
+            return EXIT_INTERRUPTED
+        if status != 0 and first_failure == EXIT_OK:
+            is_pytest = cmd[1:3] == ["-m", "pytest"]
+            first_failure = exit_for_pytest(status) if is_pytest else EXIT_FAILED
+    _print_summary(outcomes, [])
+    return first_failure
+
+
+def _print_summary(outcomes: list[StepOutcome], not_run: list[str]) -> None:
+    failed = [o for o in outcomes if o.status != 0]
+    stream = sys.stderr if failed or not_run else sys.stdout
+    print("== selftest summary", file=stream)
+    for o in outcomes:
+        print(f"  {o.verdict:<26} {o.seconds:7.0f} s  {o.label}", file=stream)
+    for label in not_run:
+        print(f"  {'not run (interrupted)':<26} {'':>9}  {label}", file=stream)
+    verdict = f"{len(failed)} of {len(outcomes)} steps failed" if failed else "every step passed"
+    print(f"selftest: {verdict}" + (", interrupted" if not_run else ""), file=stream, flush=True)
