@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.hang_guard import HANG_GUARD_S
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -20,7 +22,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})},
-        timeout=600,
+        timeout=HANG_GUARD_S,
     )
 
 

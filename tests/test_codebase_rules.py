@@ -107,3 +107,38 @@ def test_the_front_door_rule_finds_deep_imports() -> None:
     assert "a.py:3: imports harness.paths.base" in text
     assert "a.py:4: imports harness.core.formats" in text
     assert len(deep_imports(sample, "a.py")) == 2
+
+
+# ------------------------------------------------- no test depends on the machine's speed
+TEST_SOURCES = sorted(
+    p
+    for root in (HARNESS.parent / "tests", INTEGRATIONS)
+    for p in root.rglob("*.py")
+    if root.name == "tests" or "tests" in p.parts
+)
+
+
+def literal_time_limits(source: str, label: str) -> list[str]:
+    """Every ``timeout=<number>`` in ``source``: a fixed limit on a child turns a loaded
+    runner into a red test (tests/hang_guard.py is the one limit, a hang guard)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        literal = isinstance(node, ast.keyword) and isinstance(node.value, ast.Constant)
+        if literal and node.arg == "timeout" and node.value.value is not None:
+            found.append(f"{label}:{node.value.lineno}: timeout={node.value.value!r}")
+    return found
+
+
+def test_no_test_puts_a_fixed_time_limit_on_a_child() -> None:
+    assert len(TEST_SOURCES) > 50
+    found = [
+        v
+        for p in TEST_SOURCES
+        for v in literal_time_limits(p.read_text(), str(p.relative_to(HARNESS.parent)))
+    ]
+    assert found == [], "use tests.hang_guard.HANG_GUARD_S:\n" + "\n".join(found)
+
+
+def test_the_time_limit_rule_finds_a_literal_limit() -> None:
+    sample = "subprocess.run(cmd, timeout=600)\nchild.wait(timeout=HANG_GUARD_S)\n"
+    assert literal_time_limits(sample, "s") == ["s:1: timeout=600"]

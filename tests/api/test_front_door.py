@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import harness
+from tests.hang_guard import HANG_GUARD_S
 
 INIT = Path(harness.__file__)
 
@@ -34,7 +35,11 @@ PROMISED = {
 
 def _run(code: str) -> str:
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=HANG_GUARD_S,
     )
     return done.stdout.strip()
 

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO_ROOT
+from tests.hang_guard import HANG_GUARD_S
 
 WORKFLOWS = sorted((REPO_ROOT / "examples").glob("nightly-*.yml"))
 SUBSET = "test_linear and fp8_per_tensor and not fnuz and 1x16x256 and bias-bf16"
@@ -66,7 +67,7 @@ def test_workflow_commands_run_here(tmp_path: Path) -> None:
         script = STEP_OUTPUT.sub(lambda m: values.get((m[1], m[2]), ""), script)
         done = subprocess.run(
             ["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
-            timeout=900,
+            timeout=HANG_GUARD_S,
         )  # fmt: skip
         assert done.returncode == 0, f"{step['name']}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
         if outputs.exists():

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tests.hang_guard import HANG_GUARD_S
 
 SUBSET = "test_linear and fp8_per_tensor and not fnuz and 1x16x256 and bias-bf16"
 
@@ -27,7 +28,12 @@ SUBSET = "test_linear and fp8_per_tensor and not fnuz and 1x16x256 and bias-bf16
 def _sh(*cmd: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     return subprocess.run(
-        [str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, env=env, timeout=900
+        [str(c) for c in cmd],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=HANG_GUARD_S,
     )
 
 

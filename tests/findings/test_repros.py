@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.hang_guard import HANG_GUARD_S
+
 ROOT = Path(__file__).resolve().parents[2]
 FINDINGS = ROOT / "docs" / "findings"
 REPRODUCES, FIXED, NOT_HERE = 0, 3, 4
@@ -69,7 +71,7 @@ def test_generated_scripts_are_current() -> None:
         [sys.executable, str(ROOT / "scripts" / "findings_repro.py"), "--check"],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_GUARD_S,
     )
     assert run.returncode == 0, run.stdout + run.stderr
 
@@ -82,7 +84,7 @@ def test_repro_still_reproduces(script: str) -> None:
     if not python.is_file():
         pytest.skip(f"no {engine} venv at .engines/{engine} (python3 scripts/engine.py {engine})")
     run = subprocess.run(
-        [str(python), str(FINDINGS / script)], capture_output=True, text=True, timeout=900
+        [str(python), str(FINDINGS / script)], capture_output=True, text=True, timeout=HANG_GUARD_S
     )
     out = run.stdout + run.stderr[-2000:]
     if run.returncode == NOT_HERE:

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.hang_guard import HANG_GUARD_S
+
 SUBSET = "test_linear and 1x16x256 and bias-bf16 and (w_mxfp4 or fp8_per_tensor) and not fnuz"
 
 
@@ -17,7 +19,7 @@ def test_green_run_prints_each_skip_reason_once(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "harness", "run", "--reports-dir", str(tmp_path / "reports"),
          "--workers", "0", "--", "-k", SUBSET],
-        cwd=tmp_path, capture_output=True, text=True, timeout=900,
+        cwd=tmp_path, capture_output=True, text=True, timeout=HANG_GUARD_S,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     out = done.stdout

@@ -16,6 +16,7 @@ from pathlib import Path
 from harness.store.golden import GoldenStore
 from harness.store.locations import golden_root
 from tests.conftest import REPO_ROOT
+from tests.hang_guard import HANG_GUARD_S
 
 EXAMPLE = REPO_ROOT / "examples" / "own_kernel"
 
@@ -24,7 +25,7 @@ def _pytest(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
          *args],
-        cwd=project, capture_output=True, text=True, timeout=600,
+        cwd=project, capture_output=True, text=True, timeout=HANG_GUARD_S,
     )  # fmt: skip
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness import cli
+from tests.hang_guard import HANG_GUARD_S
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
@@ -24,7 +25,7 @@ def test_junit_properties_are_json(tmp_path: Path, workers: list[str]) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--qharness",
          "--junitxml", "junit.xml", *workers],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path, capture_output=True, text=True, timeout=HANG_GUARD_S,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout
     props = {

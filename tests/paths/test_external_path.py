@@ -18,6 +18,7 @@ import pytest
 from harness.core.schemes import SCHEMES
 from harness.linear.cases import LINEAR_SHAPES, shape_id
 from tests.conftest import REPO_ROOT
+from tests.hang_guard import HANG_GUARD_S
 
 BIG = shape_id(max(LINEAR_SHAPES))  # the largest M: every vendor path runs it
 ONE = shape_id(next(s for s in LINEAR_SHAPES if s[0] == 1))  # the decode shape, M=1
@@ -75,7 +76,7 @@ def _pytest(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         env=env,
-        timeout=600,
+        timeout=HANG_GUARD_S,
     )
 
 

@@ -21,6 +21,7 @@ from harness.platform import capabilities, simulate
 from harness.platform.info import FNUZ_ARCHS, detect, platform_key
 from harness.report.rundir import new_run_id
 from harness.report.rundir import platform_key as results_platform_key
+from tests.hang_guard import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPECTED_FP8 = {"gfx942": "e4m3fnuz", "gfx950": "e4m3fn", "sm_90": "e4m3fn"}
@@ -137,7 +138,7 @@ def test_every_simulated_arch_has_its_expected_interpreter_ops(arch: str) -> Non
     simulate_arch = ["--simulate", f"triton-interpret:{arch}"]
     out = subprocess.run(
         [sys.executable, "-m", "harness", "platform", "--json", *simulate_arch],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=True,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S, check=True,
     ).stdout  # fmt: skip
     report = json.loads(out)
     assert report["platform"]["platform_key"] == f"triton-interpret-{arch}"

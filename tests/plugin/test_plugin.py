@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from tests.hang_guard import HANG_GUARD_S
+
 OTHER_REPO_TEST = """
 import pytest
 
@@ -52,7 +54,7 @@ def _run_in_other_repo(
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})},
-        timeout=600,
+        timeout=HANG_GUARD_S,
     )
     assert results.exists(), proc.stdout + proc.stderr
     return proc.returncode, json.loads(results.read_text())

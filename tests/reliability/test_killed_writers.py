@@ -21,6 +21,7 @@ import pytest
 from harness.report.rundir import RunDir, create_run_dir, resolve_latest, update_latest
 from harness.store.atomic import write_text_atomic
 from harness.store.tempfiles import STALE_AFTER_S, host_tag, temp_name
+from tests.hang_guard import HANG_GUARD_S
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -54,7 +55,7 @@ print(steps)
 def _child(call: str, target: Path, kill_at: int) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", CHILD.format(call=call), str(target), str(kill_at)],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        cwd=REPO, capture_output=True, text=True, timeout=HANG_GUARD_S,
     )  # fmt: skip
 
 
@@ -128,7 +129,7 @@ def test_latest_and_latest_json_agree_after_a_kill_at_every_step(
         killed[kill_at] = _start(MOVE_LATEST, reports, kill_at)  # side by side: each starts torch
     for kill_at, child in killed.items():
         reports = tmp_path / f"kill-{kill_at}"
-        _, err = child.communicate(timeout=120)
+        _, err = child.communicate(timeout=HANG_GUARD_S)
         assert child.returncode == -signal.SIGKILL, (kill_at, err)
         assert _latest_agrees(reports) in ("old", "new"), kill_at
         # the next run's move finishes the job and leaves no temp file behind

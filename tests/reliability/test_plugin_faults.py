@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tests.hang_guard import HANG_GUARD_S
 
 MODULES = {
     "hangs": "import time\ntime.sleep(3600)\n",
@@ -70,7 +71,7 @@ def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         env=env,
-        timeout=120,  # a hang with no time limit fails here
+        timeout=HANG_GUARD_S,  # a hang with no time limit fails here
     )
 
 

@@ -23,6 +23,7 @@ import pytest
 
 from harness.report.nightly import build_report
 from harness.report.runs import open_history
+from tests.hang_guard import HANG_GUARD_S
 
 # The suites' linear cases of one shape, and (with --bench) the same scheme's benchmarks.
 SUBSET = "test_linear and fp8_per_tensor and not fnuz and (1x16x256 or forward)"
@@ -68,7 +69,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             cwd=reports.parent,  # relative paths are the caller's
             capture_output=True,
             text=True,
-            timeout=900,
+            timeout=HANG_GUARD_S,
         )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         runs.append((reports / "latest").resolve())

@@ -32,6 +32,7 @@ from harness.report.regress import BAD
 from harness.report.results import SCHEMA, results_problem
 from harness.report.runs import load_run
 from harness.report.stream import stream_results
+from tests.hang_guard import HANG_GUARD_S
 from tests.report.test_report_scale import _ref_matrix
 
 OUTCOMES = ["passed"] * 5 + ["failed", "error", "xfailed", "xpassed", "skipped", "skipped"]
@@ -263,4 +264,4 @@ def test_the_report_loads_no_torch() -> None:
         "from harness.report import annotations, csp, html_page, markdown, nightly, render\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=HANG_GUARD_S)

@@ -17,6 +17,7 @@ import pytest
 
 from harness.store.repro import ReproError, bundle_filename, read_bundle
 from tests.conftest import REPO_ROOT
+from tests.hang_guard import HANG_GUARD_S
 from tests.paths.test_external_path import ONE, _install_fake_distribution
 
 NODEID = f"suites/test_linear.py::test_linear[fp8_per_tensor-vendor_nobias-{ONE}-bias-bf16]"
@@ -25,7 +26,12 @@ NODEID = f"suites/test_linear.py::test_linear[fp8_per_tensor-vendor_nobias-{ONE}
 def _run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     return subprocess.run(
-        [sys.executable, *args], cwd=REPO_ROOT, capture_output=True, text=True, env=env, timeout=600
+        [sys.executable, *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=HANG_GUARD_S,
     )
 
 
