@@ -12,7 +12,6 @@ emulated, SQNR) apply as they do to golden cases. No golden is stored: it is com
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
 import torch
@@ -22,7 +21,7 @@ from harness.core.inputs import generator
 from harness.core.quantize import quantize_activation, quantize_linear
 from harness.core.schemes import get_scheme
 from harness.core.spec import MX_BLOCK
-from harness.linear.cases import LoadedLinearCase, linear_inputs, normalize_output, shape_id
+from harness.linear.cases import LoadedLinearCase, linear_inputs, normalize_output
 from harness.linear.checks import expected_output, linear_checks
 from harness.linear.paths import get_path, linear_paths
 from harness.paths import LinearProblem
@@ -32,6 +31,7 @@ from harness.paths.base import (
     layer_under_conventions,
     linear_numerics,
 )
+from harness.paths.case import Case
 from harness.platform.info import PlatformInfo
 from harness.plugin import RecordChecks, RecordResult
 
@@ -93,24 +93,16 @@ def _case(scheme: str, shape: tuple[int, int, int] = SHAPE) -> LoadedLinearCase:
 
 
 @dataclass(frozen=True)
-class Float32Case:
+class Float32Case(Case):
+    SUITE = "float32_activations"
+    ID = ("scheme", "path", "shape")
+    RECORD = ("scheme", "path", "shape", "bias", "out_dtype")
+    bias = True
+    out_dtype = "bf16"
+
     scheme: str
     path: str
     shape: tuple[int, int, int] = SHAPE
-
-    @property
-    def id(self) -> str:
-        return f"{self.scheme}-{self.path}-{shape_id(self.shape)}"
-
-    def record_fields(self) -> dict[str, Any]:
-        return {
-            "suite": "float32_activations",
-            "scheme": self.scheme,
-            "path": self.path,
-            "shape": shape_id(self.shape),
-            "bias": True,
-            "out_dtype": "bf16",
-        }
 
 
 @pytest.mark.parametrize(

@@ -62,7 +62,7 @@ def test_quantize_matches_golden(
 ) -> None:
     """The reference quantizer reproduces the golden codes and scales bit for bit, on device."""
     scheme = get_scheme(case.scheme)
-    data = load_golden(golden_store, f"linear/{case.scheme}")
+    data = load_golden(golden_store, case.golden_entry)
     loaded = load_linear_case(data, case.scheme, case.shape, bias=True)
     device = qh_platform.torch_device
     w_in = loaded.inputs["w"].to(device)
@@ -127,7 +127,7 @@ def test_linear(
     support = path.supports(scheme, case.problem, qh_platform)
     if not support.ok:
         pytest.skip(support.reason)
-    data = load_golden(golden_store, f"linear/{case.scheme}")
+    data = load_golden(golden_store, case.golden_entry)
     loaded = load_linear_case(data, case.scheme, case.shape, case.bias)
     device = qh_platform.torch_device
     layer, x = loaded.layer.to(device), loaded.x.to(device)
@@ -224,7 +224,7 @@ def test_linear_operands(
     shown = operands_shown(path, scheme, case.problem)
     if not shown.ok:
         pytest.skip(shown.reason)
-    data = load_golden(golden_store, f"linear/{case.scheme}")
+    data = load_golden(golden_store, case.golden_entry)
     loaded = load_linear_case(data, case.scheme, case.shape, bias=False)
     device = qh_platform.torch_device
     finding = known_finding(path, case.finding_case())

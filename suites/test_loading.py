@@ -19,7 +19,6 @@ from harness.loading.cases import (
     LoadingParams,
     checkpoint_from_golden,
     designed_case_data,
-    golden_entry,
     loading_params,
     reference_operands,
 )
@@ -41,7 +40,7 @@ from harness.paths.base import (
     path_conventions,
 )
 from harness.paths.bounds import linear_gemm_interval, other_than_emulated, rounds_operands
-from harness.paths.findings import FindingCase, known_finding
+from harness.paths.findings import known_finding
 from harness.platform.info import PlatformInfo
 from harness.plugin import RecordChecks, RecordResult, load_golden, xfail_known
 from harness.store.golden import GoldenData, GoldenStore
@@ -51,7 +50,7 @@ OUT_DTYPE = torch.bfloat16
 
 
 def _checkpoint(golden_store: GoldenStore, p: LoadingParams) -> tuple[GoldenData, LinearCheckpoint]:
-    data = load_golden(golden_store, golden_entry(p.scheme, p.case))
+    data = load_golden(golden_store, p.golden_entry)
     return data, checkpoint_from_golden(data, p.scheme, p.case)
 
 
@@ -164,7 +163,7 @@ def _check_output(
         pytest.skip(support.reason)
     device = qh_platform.torch_device
     # an engine finding this case may reproduce
-    finding = known_finding(path, FindingCase("loading", p.scheme, problem, p.case, id=p.id))
+    finding = known_finding(path, p.finding_case(problem=problem))
     try:
         y = path.forward(loaded.layer.to(device), x.to(device), OUT_DTYPE).cpu()
     except Exception as exc:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
 import torch
@@ -28,32 +27,25 @@ from harness.memory.budget import (
 from harness.memory.check import MEMORY_SHAPES, check_forward_memory
 from harness.memory.tracker import peak_not_meaningful
 from harness.paths import LinearProblem
+from harness.paths.case import Case
 from harness.platform.info import PlatformInfo
 from harness.plugin import RecordResult
 
 
 @dataclass(frozen=True)
-class MemoryCase:
+class MemoryCase(Case):
+    SUITE = "memory"
+    ID = ("scheme", "path", "shape")
+    RECORD = ("scheme", "path", "shape")
+
     scheme: str
     path: str
     shape: tuple[int, int, int]
 
     @property
-    def id(self) -> str:
-        return f"{self.scheme}-{self.path}-{'x'.join(map(str, self.shape))}"
-
-    @property
     def problem(self) -> LinearProblem:
         m, n, k = self.shape
         return LinearProblem(m, n, k, bias=True, out_dtype=torch.bfloat16)
-
-    def record_fields(self) -> dict[str, Any]:
-        return {
-            "suite": "memory",
-            "scheme": self.scheme,
-            "path": self.path,
-            "shape": "x".join(map(str, self.shape)),
-        }
 
 
 def memory_cases() -> Iterator[MemoryCase]:

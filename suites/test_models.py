@@ -34,6 +34,7 @@ import torch
 
 from harness.core.checks import failed, passed
 from harness.models.cache import checkpoints_many, tool_python
+from harness.models.cases import ModelCase
 from harness.models.evaluate import (
     ModelRun,
     layer_loading_results,
@@ -60,22 +61,10 @@ RUNS = [
     if not m.recipes or r.name in m.recipes
 ]
 # the checkpoint's layers (a MoE model's per expert) and the engine's (its experts fused)
-FILE_CASES = [
-    pytest.param(m.name, r.name, layer, id=f"{m.name}-{r.name}-{layer}")
-    for m, r in RUNS
-    for layer in m.checkpoint_layers()
-]
-LAYER_CASES = [
-    pytest.param(m.name, r.name, layer, id=f"{m.name}-{r.name}-{layer}")
-    for m, r in RUNS
-    for layer in m.quantized_layers()
-]
-MOE_CASES = [
-    pytest.param(m.name, r.name, block, id=f"{m.name}-{r.name}-{block}")
-    for m, r in RUNS
-    for block in m.moe_blocks()
-]
-MODEL_CASES = [pytest.param(m.name, r.name, id=f"{m.name}-{r.name}") for m, r in RUNS]
+FILE_CASES = [ModelCase(m.name, r.name, layer) for m, r in RUNS for layer in m.checkpoint_layers()]
+LAYER_CASES = [ModelCase(m.name, r.name, layer) for m, r in RUNS for layer in m.quantized_layers()]
+MOE_CASES = [ModelCase(m.name, r.name, block) for m, r in RUNS for block in m.moe_blocks()]
+MODEL_CASES = [ModelCase(m.name, r.name) for m, r in RUNS]
 
 
 ModelRuns = Callable[[str, str], ModelRun]  # (model, recipe) -> its run, one engine each
@@ -176,18 +165,11 @@ def _no_moe_layer_checks(run: ModelRun, layer: str) -> None:
         )
 
 
-def _record_case(record_result: RecordResult, model: str, recipe: str, check: str) -> None:
-    """The case of a model test (harness/report/models_section.py reads these fields: one
-    report row per model x tool x preset, counting its layer tests' outcomes)."""
-    r = RECIPES[recipe]
-    record_result(
-        suite="models",
-        model=model,
-        tool=r.tool,
-        preset=r.preset,
-        scheme=r.scheme,
-        model_check=check,
-    )
+def _record_case(record_result: RecordResult, case: ModelCase, check: str) -> None:
+    """The case of a model test and the check it runs (harness/report/models_section.py
+    reads these fields: one report row per model x tool x preset, counting its layer tests'
+    outcomes)."""
+    record_result(**case.record_fields(), model_check=check)
 
 
 def _made(model_runs: ModelRuns, model: str, recipe: str) -> ModelRun:
@@ -217,18 +199,17 @@ def _run_or_skip(vllm: Vllm, model_runs: ModelRuns, model: str, recipe: str) -> 
     pytest.fail(f"vLLM selects a kernel for {scheme} but failed: {error}", pytrace=False)
 
 
-@pytest.mark.parametrize(("model", "recipe", "layer"), FILE_CASES)
+@pytest.mark.parametrize("case", FILE_CASES, ids=lambda c: c.id)
 def test_checkpoint_files(
-    model: str,
-    recipe: str,
-    layer: str,
+    case: ModelCase,
     vllm: Vllm,
     model_runs: ModelRuns,
     record_result: RecordResult,
     record_checks: RecordChecks,
 ) -> None:
-    _record_case(record_result, model, recipe, "checkpoint_files")
-    run = _made(model_runs, model, recipe)
+    _record_case(record_result, case, "checkpoint_files")
+    layer = case.part
+    run = _made(model_runs, case.model, case.recipe)
     modules = layer_modules(run.ckpt).get(layer)
     if modules is None:
         pytest.fail(f"{run.recipe.name} left {layer} unquantized", pytrace=False)
@@ -260,11 +241,9 @@ def test_checkpoint_files(
     record_checks([scheme_matches, *files])
 
 
-@pytest.mark.parametrize(("model", "recipe", "block"), MOE_CASES)
+@pytest.mark.parametrize("case", MOE_CASES, ids=lambda c: c.id)
 def test_moe_checkpoint_experts(
-    model: str,
-    recipe: str,
-    block: str,
+    case: ModelCase,
     vllm: Vllm,
     model_runs: ModelRuns,
     record_result: RecordResult,
@@ -274,41 +253,40 @@ def test_moe_checkpoint_experts(
     are its own float weight over its own scales), uniform scale layouts, the router left
     in the model dtype (harness/models/moe_files.py). Each expert's fused gate/up shards and
     down projection are checked as layers by ``test_checkpoint_files``."""
-    _record_case(record_result, model, recipe, "moe_checkpoint")
-    run = _made(model_runs, model, recipe)
+    _record_case(record_result, case, "moe_checkpoint")
+    block = case.part
+    run = _made(model_runs, case.model, case.recipe)
     record_checks(moe_block_checks(run.ckpt, block, run.model.experts, run.float_tensors()))
 
 
-@pytest.mark.parametrize(("model", "recipe", "layer"), LAYER_CASES)
+@pytest.mark.parametrize("case", LAYER_CASES, ids=lambda c: c.id)
 def test_layer_loading(
-    model: str,
-    recipe: str,
-    layer: str,
+    case: ModelCase,
     vllm: Vllm,
     model_runs: ModelRuns,
     record_result: RecordResult,
     record_checks: RecordChecks,
 ) -> None:
-    _record_case(record_result, model, recipe, "layer_loading")
-    run = _run_or_skip(vllm, model_runs, model, recipe)
+    _record_case(record_result, case, "layer_loading")
+    layer = case.part
+    run = _run_or_skip(vllm, model_runs, case.model, case.recipe)
     _no_moe_layer_checks(run, layer)
     captured = run.capture["layers"].get(layer, {})
     record_result(kernel=captured.get("kernel_class"), vllm_scheme=captured.get("scheme_class"))
     record_checks(layer_loading_results(run, layer))
 
 
-@pytest.mark.parametrize(("model", "recipe", "layer"), LAYER_CASES)
+@pytest.mark.parametrize("case", LAYER_CASES, ids=lambda c: c.id)
 def test_layer_output(
-    model: str,
-    recipe: str,
-    layer: str,
+    case: ModelCase,
     vllm: Vllm,
     model_runs: ModelRuns,
     record_result: RecordResult,
     record_checks: RecordChecks,
 ) -> None:
-    _record_case(record_result, model, recipe, "layer_output")
-    run = _run_or_skip(vllm, model_runs, model, recipe)
+    _record_case(record_result, case, "layer_output")
+    layer = case.part
+    run = _run_or_skip(vllm, model_runs, case.model, case.recipe)
     _no_moe_layer_checks(run, layer)
     captured = run.capture["layers"].get(layer, {})
     record_result(kernel=captured.get("kernel_class"))
@@ -319,10 +297,9 @@ def test_layer_output(
     )
 
 
-@pytest.mark.parametrize(("model", "recipe"), MODEL_CASES)
+@pytest.mark.parametrize("case", MODEL_CASES, ids=lambda c: c.id)
 def test_model_logits(
-    model: str,
-    recipe: str,
+    case: ModelCase,
     vllm: Vllm,
     model_runs: ModelRuns,
     record_result: RecordResult,
@@ -334,8 +311,8 @@ def test_model_logits(
     agreement. Checked: finite, and closer to the emulated checkpoint than to the
     unquantized model (a loader that ran the model unquantized, or lost the quantization,
     is not)."""
-    _record_case(record_result, model, recipe, "logits")
-    run = _run_or_skip(vllm, model_runs, model, recipe)
+    _record_case(record_result, case, "logits")
+    run = _run_or_skip(vllm, model_runs, case.model, case.recipe)
     head = run.capture["lm_head"].double()
     got = [h.double() @ head.t() for h in run.capture["hidden"]]
     emulated = reference_logits(run.float_folder, run.prompts, run.ckpt, vllm.path.conventions)
@@ -367,15 +344,14 @@ def test_model_logits(
     record_checks(results)
 
 
-@pytest.mark.parametrize(("model", "recipe"), MODEL_CASES)
+@pytest.mark.parametrize("case", MODEL_CASES, ids=lambda c: c.id)
 def test_weight_memory(
-    model: str,
-    recipe: str,
+    case: ModelCase,
     vllm: Vllm,
     model_runs: ModelRuns,
     record_result: RecordResult,
     record_checks: RecordChecks,
 ) -> None:
-    _record_case(record_result, model, recipe, "weight_memory")
-    run = _run_or_skip(vllm, model_runs, model, recipe)
+    _record_case(record_result, case, "weight_memory")
+    run = _run_or_skip(vllm, model_runs, case.model, case.recipe)
     record_checks([weight_memory_check(run.ckpt, run.capture)])

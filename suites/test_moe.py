@@ -223,7 +223,7 @@ def test_moe(
     support = path.supports(scheme, case.problem, qh_platform)
     if not support.ok:
         pytest.skip(support.reason)
-    loaded = load_moe_case(load_golden(golden_store, golden_entry(case.scheme)), case)
+    loaded = load_moe_case(load_golden(golden_store, case.golden_entry), case)
     exact = _unquantized_output(
         case.scheme, case.experts, case.top_k, case.tokens, case.renormalize
     )

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from harness.core.schemes import get_scheme
-from harness.moe.cases import MOE_HIDDEN, golden_entry
+from harness.moe.cases import MOE_HIDDEN
 from harness.moe.checks import ReferenceRun, moe_block_checks, recorded_metrics, shape_checks
 from harness.moe.model import MoETrace, Routing
 from harness.moe.paths import get_moe_path, moe_paths, ranks_slots, routes_itself, routing_support
@@ -62,7 +62,7 @@ def test_moe_routing(
             pytest.skip(support.reason)
     numerics = path.numerics(scheme, qh_platform)
     record_result(kernel=kernel_name(path, scheme, qh_platform), numerics=numerics.describe())
-    layer, x = routing_inputs(load_golden(golden_store, golden_entry(case.scheme)), case)
+    layer, x = routing_inputs(load_golden(golden_store, case.golden_entry), case)
     logits = routing_logits()[: case.tokens, : case.experts]
     expected = reference_route(logits, case.spec)
     device = qh_platform.torch_device

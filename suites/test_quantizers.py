@@ -37,7 +37,8 @@ from harness.core.quantize import (
     tile_amax,
 )
 from harness.core.schemes import SCHEMES, QuantSpec, get_scheme, mx_spec
-from harness.linear.cases import LINEAR_SHAPES, golden_entry, golden_inputs, shape_id
+from harness.linear.cases import GOLDEN_ENTRY, LINEAR_SHAPES, golden_inputs, shape_id
+from harness.paths.case import Case
 from harness.paths.findings import FindingCase, known_finding
 from harness.plugin import RecordResult, golden_failures, xfail_known
 from harness.quantizers import engine_of, get_quantizer, mx_scale_points, quantizers
@@ -66,16 +67,42 @@ def _conventions(quantizer: str, spec: QuantSpec) -> list[str]:
     return sorted(expected_spec(get_quantizer(quantizer), spec).conventions)
 
 
+class QuantizerCase(Case):
+    """A quantizer case: its engine and conventions are recorded, and findings are matched
+    on the spec's element format and scale rounding."""
+
+    SUITE = "quantizers"
+    FINDING_SUITE = "quantizers"
+    quantizer: str
+
+    @property
+    def spec(self) -> QuantSpec:
+        raise NotImplementedError
+
+    @property
+    def engine(self) -> str:
+        return engine_of(get_quantizer(self.quantizer))
+
+    @property
+    def conventions(self) -> list[str]:
+        return _conventions(self.quantizer, self.spec)
+
+    def finding_fields(self) -> dict[str, Any]:
+        spec = self.spec
+        fields = super().finding_fields()
+        return {**fields, "element_format": spec.format, "scale_mode": spec.scale_rounding}
+
+
 @dataclass(frozen=True)
-class TensorCase:
+class TensorCase(QuantizerCase):
+    ID = ("quantizer", "scheme", "role", "shape")
+    RECORD = ("quantizer", "engine", "scheme", "role", "shape", "conventions")
+    GOLDEN = GOLDEN_ENTRY
+
     quantizer: str
     scheme: str
     role: str
     shape: tuple[int, int, int]
-
-    @property
-    def id(self) -> str:
-        return f"{self.quantizer}-{self.scheme}-{self.role}-{shape_id(self.shape)}"
 
     @property
     def spec(self) -> QuantSpec:
@@ -83,70 +110,47 @@ class TensorCase:
         assert spec is not None
         return spec
 
-    def record_fields(self) -> dict[str, Any]:
-        return {
-            "suite": "quantizers",
-            "quantizer": self.quantizer,
-            "engine": engine_of(get_quantizer(self.quantizer)),
-            "scheme": self.scheme,
-            "role": self.role,
-            "shape": shape_id(self.shape),
-            "conventions": _conventions(self.quantizer, self.spec),
-        }
+    @property
+    def finding_case_name(self) -> str:
+        return self.role
 
-    def finding_case(self) -> FindingCase:
-        """The fields an engine's known findings are matched against."""
-        spec = self.spec
-        return FindingCase(
-            "quantizers",
-            self.scheme,
-            case=self.role,
-            element_format=spec.format,
-            scale_mode=spec.scale_rounding,
-            id=self.id,
-        )
+
+# The golden entry of each family of MX blocks.
+EDGE_GOLDEN_ENTRIES: dict[str, Callable[[str], str]] = {
+    "mx_edge_cases": edge_golden_entry,
+    "mx_scale_points": mx_scale_points.golden_entry,
+}
 
 
 @dataclass(frozen=True)
-class EdgeCase:
+class EdgeCase(QuantizerCase):
+    """One quantizer on a family of MX blocks under one E8M0 mode (no scheme: the blocks
+    are one element format under one mode)."""
+
+    ID = ("quantizer", "fmt", "mode")
+    RECORD = ("quantizer", "engine", "scheme=blocks_label", "role=finding_case_name", "conventions")
+
     quantizer: str
     fmt: str
     mode: str
     blocks: str = "mx_edge_cases"  # or "mx_scale_points"
 
     @property
-    def id(self) -> str:
-        return f"{self.quantizer}-{self.fmt}-{self.mode}"
-
-    @property
     def spec(self) -> QuantSpec:
         return mx_spec(self.fmt, self.mode)
 
-    def record_fields(self) -> dict[str, Any]:
-        return {
-            "suite": "quantizers",
-            "quantizer": self.quantizer,
-            "engine": engine_of(get_quantizer(self.quantizer)),
-            "scheme": f"{self.blocks}/{self.fmt}@{self.mode}",
-            "role": self.case,
-            "conventions": _conventions(self.quantizer, self.spec),
-        }
+    @property
+    def blocks_label(self) -> str:
+        return f"{self.blocks}/{self.fmt}@{self.mode}"
 
     @property
-    def case(self) -> str:
+    def finding_case_name(self) -> str:
         """The named case findings match: ``edge_cases`` or ``mx_scale_points``."""
         return "edge_cases" if self.blocks == "mx_edge_cases" else self.blocks
 
-    def finding_case(self) -> FindingCase:
-        """The fields an engine's known findings are matched against (no scheme: the
-        edge-case blocks are one element format under one E8M0 mode)."""
-        return FindingCase(
-            "quantizers",
-            case=self.case,
-            element_format=self.fmt,
-            scale_mode=self.mode,
-            id=self.id,
-        )
+    @property
+    def golden_entry(self) -> str:
+        return EDGE_GOLDEN_ENTRIES[self.blocks](self.fmt)
 
 
 TENSOR_CASES = [
@@ -167,18 +171,18 @@ POINT_CASES = [
 
 
 @dataclass(frozen=True)
-class DegenerateCase:
+class DegenerateCase(QuantizerCase):
     """One quantizer on one spec whose scales come from the tensor (weights, and dynamic
     activations; a static activation scale is given, not derived). Specs shared by several
     schemes run once, under the first scheme that has them."""
 
+    ID = ("quantizer", "scheme", "role")
+    RECORD = ("quantizer", "engine", "scheme", "role=role_label", "conventions")
+    finding_case_name = "degenerate"  # the named case findings match, and the role's suffix
+
     quantizer: str
     scheme: str
     role: str
-
-    @property
-    def id(self) -> str:
-        return f"{self.quantizer}-{self.scheme}-{self.role}"
 
     @property
     def spec(self) -> QuantSpec:
@@ -186,27 +190,12 @@ class DegenerateCase:
         assert spec is not None
         return spec
 
-    def record_fields(self) -> dict[str, Any]:
-        return {
-            "suite": "quantizers",
-            "quantizer": self.quantizer,
-            "engine": engine_of(get_quantizer(self.quantizer)),
-            "scheme": self.scheme,
-            "role": f"{self.role}/degenerate",
-            "conventions": _conventions(self.quantizer, self.spec),
-        }
+    @property
+    def role_label(self) -> str:
+        return f"{self.role}/{self.finding_case_name}"
 
-    def finding_case(self) -> FindingCase:
-        """The fields an engine's known findings are matched against."""
-        spec = self.spec
-        return FindingCase(
-            "quantizers",
-            self.scheme,
-            case="degenerate",
-            element_format=spec.format,
-            scale_mode=spec.scale_rounding,
-            id=f"degenerate:{self.id}",
-        )
+    def finding_fields(self) -> dict[str, Any]:
+        return {**super().finding_fields(), "id": f"{self.finding_case_name}:{self.id}"}
 
 
 def _derived_specs() -> list[tuple[str, str]]:
@@ -306,7 +295,7 @@ def test_quantizer_on_golden_tensors(
 ) -> None:
     spec = case.spec
     with golden_failures():
-        data = golden_store.load(golden_entry(case.scheme))
+        data = golden_store.load(case.golden_entry)
     prefix = f"{shape_id(case.shape)}.{ROLES[case.role]}"
     # goldens pin the float inputs by digest; golden_inputs regenerates and checks them
     with golden_failures():
@@ -338,7 +327,7 @@ def test_quantizer_on_mx_edge_cases(
 ) -> None:
     spec = case.spec
     with golden_failures():
-        data = golden_store.load(edge_golden_entry(case.fmt))
+        data = golden_store.load(case.golden_entry)
         blocks = golden_blocks(data, case.fmt)
     golden = QuantizedTensor(
         data.tensors[f"{case.mode}.element_codes"],
@@ -361,7 +350,7 @@ def test_quantizer_on_mx_scale_points(
 ) -> None:
     spec = case.spec
     with golden_failures():
-        data = golden_store.load(mx_scale_points.golden_entry(case.fmt))
+        data = golden_store.load(case.golden_entry)
         blocks = mx_scale_points.golden_blocks(data, case.fmt)
     golden = QuantizedTensor(
         data.tensors[f"{case.mode}.element_codes"],
@@ -439,19 +428,7 @@ class DesignedCase(DegenerateCase):
     """One quantizer on the designed tensors of one spec (static ones calibrated on the
     tensor itself)."""
 
-    def record_fields(self) -> dict[str, Any]:
-        return {**super().record_fields(), "role": f"{self.role}/designed"}
-
-    def finding_case(self) -> FindingCase:
-        spec = self.spec
-        return FindingCase(
-            "quantizers",
-            self.scheme,
-            case="designed",
-            element_format=spec.format,
-            scale_mode=spec.scale_rounding,
-            id=f"designed:{self.id}",
-        )
+    finding_case_name = "designed"
 
 
 DESIGNED = [DesignedCase(q, s, r) for q in quantizers() for s, r in _all_specs()]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -33,7 +32,7 @@ from harness.core.quantize import (
 from harness.core.schemes import SCHEMES, get_scheme
 from harness.linear.paths import linear_paths
 from harness.paths import LinearProblem
-from harness.paths.findings import FindingCase
+from harness.paths.case import Case
 from harness.paths.operands import exposes_operands
 from harness.store.golden import GoldenData, regenerated, register_each, tensor_digest
 
@@ -74,12 +73,21 @@ def shape_id(shape: tuple[int, int, int]) -> str:
     return "x".join(str(d) for d in shape)
 
 
+GOLDEN_ENTRY = "linear/{scheme}"  # one golden entry per scheme: every shape's tensors
+
+
 def golden_entry(scheme: str) -> str:
-    return f"linear/{scheme}"
+    return GOLDEN_ENTRY.format(scheme=scheme)
 
 
 @dataclass(frozen=True)
-class LinearCase:
+class LinearCase(Case):
+    SUITE = "linear"
+    ID = ("scheme", "path", "shape", "bias", "out_dtype")
+    RECORD = ("scheme", "path", "shape", "bias", "out_dtype")
+    FINDING_SUITE = "linear"
+    GOLDEN = GOLDEN_ENTRY
+
     scheme: str
     path: str
     shape: tuple[int, int, int]
@@ -87,29 +95,9 @@ class LinearCase:
     out_dtype: str
 
     @property
-    def id(self) -> str:
-        bias = "bias" if self.bias else "nobias"
-        return f"{self.scheme}-{self.path}-{shape_id(self.shape)}-{bias}-{self.out_dtype}"
-
-    @property
     def problem(self) -> LinearProblem:
         m, n, k = self.shape
         return LinearProblem(m, n, k, self.bias, OUT_DTYPES[self.out_dtype])
-
-    def record_fields(self) -> dict[str, Any]:
-        """Fields copied into the results file for this test."""
-        return {
-            "suite": "linear",
-            "scheme": self.scheme,
-            "path": self.path,
-            "shape": shape_id(self.shape),
-            "bias": self.bias,
-            "out_dtype": self.out_dtype,
-        }
-
-    def finding_case(self) -> FindingCase:
-        """The fields an engine's known findings are matched against."""
-        return FindingCase("linear", self.scheme, self.problem, id=self.id)
 
 
 def linear_cases() -> Iterator[LinearCase]:
@@ -122,9 +110,16 @@ def linear_cases() -> Iterator[LinearCase]:
 
 
 @dataclass(frozen=True)
-class OperandCase:
+class OperandCase(Case):
     """One call whose quantized operands a path shows (`harness.paths.operands`): no bias
-    (it is no operand); the output dtype stays, since a path may cast its activation to it."""
+    (it is no operand); the output dtype stays, since a path may cast its activation to it.
+    An engine's linear findings cover its operands too."""
+
+    SUITE = "linear_operands"
+    ID = ("scheme", "path", "shape", "out_dtype")
+    RECORD = ("scheme", "path", "shape", "out_dtype")
+    FINDING_SUITE = "linear"
+    GOLDEN = GOLDEN_ENTRY
 
     scheme: str
     path: str
@@ -132,26 +127,9 @@ class OperandCase:
     out_dtype: str
 
     @property
-    def id(self) -> str:
-        return f"{self.scheme}-{self.path}-{shape_id(self.shape)}-{self.out_dtype}"
-
-    @property
     def problem(self) -> LinearProblem:
         m, n, k = self.shape
         return LinearProblem(m, n, k, False, OUT_DTYPES[self.out_dtype])
-
-    def record_fields(self) -> dict[str, Any]:
-        return {
-            "suite": "linear_operands",
-            "scheme": self.scheme,
-            "path": self.path,
-            "shape": shape_id(self.shape),
-            "out_dtype": self.out_dtype,
-        }
-
-    def finding_case(self) -> FindingCase:
-        """A linear case: an engine's linear findings cover its operands too."""
-        return FindingCase("linear", self.scheme, self.problem, id=self.id)
 
 
 def operand_cases() -> Iterator[OperandCase]:
@@ -166,16 +144,14 @@ def operand_cases() -> Iterator[OperandCase]:
 
 
 @dataclass(frozen=True)
-class QuantizeCase:
+class QuantizeCase(Case):
+    SUITE = "quantize"
+    ID = ("scheme", "shape")
+    RECORD = ("scheme", "shape")
+    GOLDEN = GOLDEN_ENTRY
+
     scheme: str
     shape: tuple[int, int, int]
-
-    @property
-    def id(self) -> str:
-        return f"{self.scheme}-{shape_id(self.shape)}"
-
-    def record_fields(self) -> dict[str, Any]:
-        return {"suite": "quantize", "scheme": self.scheme, "shape": shape_id(self.shape)}
 
 
 def quantize_cases() -> Iterator[QuantizeCase]:

@@ -31,7 +31,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 import torch
 
@@ -55,7 +54,7 @@ from harness.linear.cases import (
     shape_id,
 )
 from harness.paths import LinearProblem
-from harness.paths.findings import FindingCase
+from harness.paths.case import Case
 
 Shape = tuple[int, int, int]
 Inputs = dict[str, torch.Tensor]
@@ -325,17 +324,18 @@ def design_case(design: str, scheme_name: str) -> LoadedLinearCase:
 
 
 @dataclass(frozen=True)
-class DesignCase:
+class DesignCase(Case):
     """One design on one scheme, path and output dtype."""
+
+    SUITE = "linear"
+    ID = ("scheme", "path", "design", "out_dtype")
+    RECORD = ("scheme", "path", "shape", "bias", "out_dtype", "design")
+    FINDING_SUITE = "linear"
 
     design: str
     scheme: str
     path: str
     out_dtype: str
-
-    @property
-    def id(self) -> str:
-        return f"{self.scheme}-{self.path}-{self.design}-{self.out_dtype}"
 
     @property
     def bias(self) -> bool:
@@ -350,19 +350,9 @@ class DesignCase:
         m, n, k = self.shape
         return LinearProblem(m, n, k, self.bias, OUT_DTYPES[self.out_dtype])
 
-    def record_fields(self) -> dict[str, Any]:
-        return {
-            "suite": "linear",
-            "scheme": self.scheme,
-            "path": self.path,
-            "shape": shape_id(self.shape),
-            "bias": self.bias,
-            "out_dtype": self.out_dtype,
-            "design": self.design,
-        }
-
-    def finding_case(self) -> FindingCase:
-        return FindingCase("linear", self.scheme, self.problem, self.design, id=self.id)
+    @property
+    def finding_case_name(self) -> str:
+        return self.design
 
 
 def design_cases(paths: list[str]) -> Iterator[DesignCase]:

@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
 import torch
 
@@ -38,7 +37,7 @@ from harness.core.schemes import SCHEMES, Scheme, get_scheme
 from harness.core.spec import WHOLE
 from harness.linear.cases import OUT_DTYPES, LoadedLinearCase
 from harness.paths.base import LinearProblem
-from harness.paths.findings import FindingCase
+from harness.paths.case import Case
 
 # M x N x K: K two 128-blocks (eight MX blocks), N one 128-row weight block.
 DESIGN_SHAPE = (4, 128, 256)
@@ -147,8 +146,14 @@ def _build(design: str, scheme: str) -> DesignedInput:
 
 
 @dataclass(frozen=True)
-class DesignedCase:
-    """One design through one path in one output dtype."""
+class DesignedCase(Case):
+    """One design through one path in one output dtype (an engine's linear findings cover
+    the designed inputs too)."""
+
+    SUITE = "linear_designed"
+    ID = ("scheme", "path", "design", "out_dtype")
+    RECORD = ("scheme", "path", "case=design", "shape", "out_dtype")
+    FINDING_SUITE = "linear"
 
     scheme: str
     path: str
@@ -156,8 +161,8 @@ class DesignedCase:
     out_dtype: str
 
     @property
-    def id(self) -> str:
-        return f"{self.scheme}-{self.path}-{self.design}-{self.out_dtype}"
+    def shape(self) -> tuple[int, int, int]:
+        return DESIGN_SHAPE
 
     @property
     def problem(self) -> LinearProblem:
@@ -166,20 +171,6 @@ class DesignedCase:
 
     def build(self) -> DesignedInput:
         return _build(self.design, self.scheme)
-
-    def record_fields(self) -> dict[str, Any]:
-        return {
-            "suite": "linear_designed",
-            "scheme": self.scheme,
-            "path": self.path,
-            "case": self.design,
-            "shape": "x".join(map(str, DESIGN_SHAPE)),
-            "out_dtype": self.out_dtype,
-        }
-
-    def finding_case(self) -> FindingCase:
-        """A linear case: an engine's linear findings cover the designed inputs too."""
-        return FindingCase("linear", self.scheme, self.problem, id=self.id)
 
 
 def designed_cases(paths: list[str]) -> Iterator[DesignedCase]:

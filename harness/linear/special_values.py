@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -43,7 +42,7 @@ from harness.core.quantize import QuantizedLinear, quantize_linear
 from harness.core.schemes import SCHEMES, Scheme, get_scheme
 from harness.linear.paths import linear_paths
 from harness.paths import LinearProblem
-from harness.paths.findings import FindingCase
+from harness.paths.case import Case
 
 SPECIAL_SHAPE = (4, 128, 256)  # M x N x K: whole 128-blocks, so every native kernel may run
 SPECIAL_ROW = 1
@@ -59,31 +58,24 @@ ROW_SIGNED_INF = "row_signed_inf"  # +-Inf by the weight's sign, NaN where the w
 
 
 @dataclass(frozen=True)
-class SpecialCase:
+class SpecialCase(Case):
+    SUITE = "special_values"
+    ID = ("scheme", "path", "kind")
+    RECORD = ("scheme", "path", "special=kind")
+    FINDING_SUITE = "special_values"
+
     scheme: str
     path: str
     kind: str  # a key of SPECIAL_VALUES
-
-    @property
-    def id(self) -> str:
-        return f"{self.scheme}-{self.path}-{self.kind}"
 
     @property
     def problem(self) -> LinearProblem:
         m, n, k = SPECIAL_SHAPE
         return LinearProblem(m, n, k, True, torch.float32)
 
-    def record_fields(self) -> dict[str, Any]:
-        return {
-            "suite": "special_values",
-            "scheme": self.scheme,
-            "path": self.path,
-            "special": self.kind,
-        }
-
-    def finding_case(self) -> FindingCase:
-        """The fields an engine's known findings are matched against."""
-        return FindingCase("special_values", self.scheme, self.problem, self.kind, id=self.id)
+    @property
+    def finding_case_name(self) -> str:
+        return self.kind
 
 
 def special_cases() -> Iterator[SpecialCase]:

@@ -24,7 +24,6 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 import torch
 
@@ -41,6 +40,7 @@ from harness.core.quantize import (
 from harness.core.schemes import SCHEMES, WHOLE, Scheme, get_scheme
 from harness.loading.checkpoint import LinearCheckpoint, QuantConfig, Shard, build_checkpoint
 from harness.paths.base import Numerics, multiplied_activation
+from harness.paths.case import Case
 from harness.store.golden import GoldenData, register_each
 
 PREFIX = "model.layers.0.proj"
@@ -119,8 +119,11 @@ def fp8_schemes() -> list[str]:
     return sorted(name for name, s in SCHEMES.items() if s.family == "fp8")
 
 
+GOLDEN_ENTRY = "loading/{scheme}/{case}"  # one golden entry per scheme and case
+
+
 def golden_entry(scheme: str, case: str) -> str:
-    return f"loading/{scheme}/{case}"
+    return GOLDEN_ENTRY.format(scheme=scheme, case=case)
 
 
 def _unit(scheme: Scheme) -> int:
@@ -360,8 +363,21 @@ def designed_case_data(scheme_name: str, case_name: str) -> GoldenData:
 
 # ------------------------------------------------------------------- suite params
 @dataclass(frozen=True)
-class LoadingParams:
+class LoadingParams(Case):
     """One suite parameter: scheme x case x platform flavour (x loader, path, bias)."""
+
+    SUITE = "loading"
+    ID = ("scheme", "case", "flavour", "loader", "path", "bias_id")
+    RECORD = (
+        "scheme",
+        "case",
+        "flavour",
+        "loader=loader_or_none",
+        "path=path_or_none",
+        "bias",
+    )
+    FINDING_SUITE = "loading"
+    GOLDEN = GOLDEN_ENTRY
 
     scheme: str
     case: str
@@ -371,22 +387,21 @@ class LoadingParams:
     bias: bool = True
 
     @property
-    def id(self) -> str:
-        parts = [self.scheme, self.case, self.flavour, self.loader, self.path]
-        if self.path:
-            parts.append("bias" if self.bias else "nobias")
-        return "-".join(p for p in parts if p)
+    def bias_id(self) -> str:
+        """Bias is part of the id only where a path runs the layer."""
+        return ("bias" if self.bias else "nobias") if self.path else ""
 
-    def record_fields(self) -> dict[str, Any]:
-        return {
-            "suite": "loading",
-            "scheme": self.scheme,
-            "case": self.case,
-            "flavour": self.flavour,
-            "loader": self.loader or None,
-            "path": self.path or None,
-            "bias": self.bias,
-        }
+    @property
+    def finding_case_name(self) -> str:
+        return self.case
+
+    @property
+    def loader_or_none(self) -> str | None:
+        return self.loader or None
+
+    @property
+    def path_or_none(self) -> str | None:
+        return self.path or None
 
 
 def loading_params(

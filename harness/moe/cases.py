@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -37,6 +36,7 @@ from harness.moe.model import (
     route,
 )
 from harness.moe.paths import MoEProblem, moe_paths
+from harness.paths.case import Case
 from harness.store.golden import GoldenData, regenerated, register_each, tensor_digest
 
 MOE_HIDDEN = 32
@@ -71,12 +71,20 @@ def renorm_id(renormalize: bool) -> str:
     return "renorm" if renormalize else "norenorm"
 
 
+GOLDEN_ENTRY = "moe/{scheme}"  # one golden entry per scheme: every config and token count
+
+
 def golden_entry(scheme: str) -> str:
-    return f"moe/{scheme}"
+    return GOLDEN_ENTRY.format(scheme=scheme)
 
 
 @dataclass(frozen=True)
-class MoECase:
+class MoECase(Case):
+    SUITE = "moe"
+    ID = ("scheme", "path", "tokens_id", "config", "renorm")
+    RECORD = ("scheme", "path", "shape=shape_label", "experts", "top_k", "renormalize")
+    GOLDEN = GOLDEN_ENTRY
+
     scheme: str
     path: str
     tokens: int
@@ -85,24 +93,25 @@ class MoECase:
     renormalize: bool
 
     @property
-    def id(self) -> str:
-        cfg = config_id(self.experts, self.top_k)
-        return f"{self.scheme}-{self.path}-t{self.tokens}-{cfg}-{renorm_id(self.renormalize)}"
+    def tokens_id(self) -> str:
+        return f"t{self.tokens}"
+
+    @property
+    def config(self) -> str:
+        return config_id(self.experts, self.top_k)
+
+    @property
+    def renorm(self) -> bool:
+        """The renormalize flag under its id name (``renorm`` / ``norenorm``)."""
+        return self.renormalize
+
+    @property
+    def shape_label(self) -> str:
+        return f"t{self.tokens}-h{MOE_HIDDEN}-i{MOE_INTERMEDIATE}"
 
     @property
     def problem(self) -> MoEProblem:
         return MoEProblem(self.tokens, self.experts, self.top_k, MOE_HIDDEN, MOE_INTERMEDIATE)
-
-    def record_fields(self) -> dict[str, Any]:
-        return {
-            "suite": "moe",
-            "scheme": self.scheme,
-            "path": self.path,
-            "shape": f"t{self.tokens}-h{MOE_HIDDEN}-i{MOE_INTERMEDIATE}",
-            "experts": self.experts,
-            "top_k": self.top_k,
-            "renormalize": self.renormalize,
-        }
 
 
 def moe_cases() -> Iterator[MoECase]:

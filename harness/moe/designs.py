@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -35,6 +34,7 @@ from harness.moe.cases import (
 from harness.moe.dispatch import MOE_SCHEMES
 from harness.moe.model import quantize_moe, reference_moe, route
 from harness.moe.paths import MoEProblem, moe_paths
+from harness.paths.case import Case
 
 LONG_TOKENS = 4
 LONG_EXPERTS = 3
@@ -61,8 +61,26 @@ def crosses_bf16_binade(spec: QuantSpec | None) -> bool:
 
 
 @dataclass(frozen=True)
-class LongKMoECase:
+class LongKMoECase(Case):
     """One scheme x path of the long-hidden family (top-2 of 3 experts, not renormalized)."""
+
+    SUITE = "moe"
+    ID = ("scheme", "path", "tokens_id", "config", "design_id")
+    RECORD = (
+        "scheme",
+        "path",
+        "shape=shape_label",
+        "experts",
+        "top_k",
+        "renormalize",
+        "design",
+    )
+    tokens_id = f"t{LONG_TOKENS}"
+    config = config_id(LONG_EXPERTS, LONG_TOP_K)
+    experts = LONG_EXPERTS
+    top_k = LONG_TOP_K
+    renormalize = False
+    design = "long_k"
 
     scheme: str
     path: str
@@ -72,25 +90,16 @@ class LongKMoECase:
         return long_hidden(get_scheme(self.scheme))
 
     @property
-    def id(self) -> str:
-        cfg = config_id(LONG_EXPERTS, LONG_TOP_K)
-        return f"{self.scheme}-{self.path}-t{LONG_TOKENS}-{cfg}-long_k{self.hidden}"
+    def design_id(self) -> str:
+        return f"long_k{self.hidden}"
+
+    @property
+    def shape_label(self) -> str:
+        return f"t{LONG_TOKENS}-h{self.hidden}-i{LONG_INTERMEDIATE}"
 
     @property
     def problem(self) -> MoEProblem:
         return MoEProblem(LONG_TOKENS, LONG_EXPERTS, LONG_TOP_K, self.hidden, LONG_INTERMEDIATE)
-
-    def record_fields(self) -> dict[str, Any]:
-        return {
-            "suite": "moe",
-            "scheme": self.scheme,
-            "path": self.path,
-            "shape": f"t{LONG_TOKENS}-h{self.hidden}-i{LONG_INTERMEDIATE}",
-            "experts": LONG_EXPERTS,
-            "top_k": LONG_TOP_K,
-            "renormalize": False,
-            "design": "long_k",
-        }
 
 
 # The schemes the family runs, one or more per class it is built for (each costs about a

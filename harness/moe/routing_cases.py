@@ -27,7 +27,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -38,12 +37,12 @@ from harness.moe.cases import (
     MAX_TOKENS,
     LoadedMoECase,
     MoECase,
-    config_id,
     load_moe_case,
 )
 from harness.moe.model import MoELayer, Routing, reference_moe
 from harness.moe.paths import MoEProblem, moe_paths, routes_itself
 from harness.moe.routing import SCORING_FUNCTIONS, RoutingSpec
+from harness.paths.case import Case
 from harness.store.golden import GoldenData
 
 # Routing is scheme-independent; two schemes (a static FP8 and an MX one) check that the
@@ -63,8 +62,14 @@ SPLIT_TIE_TOKEN = 3
 
 
 @dataclass(frozen=True)
-class RoutingCase:
+class RoutingCase(Case):
     """One self-routing block: a scheme's layer, a path, tokens, (experts, top-k), a spec."""
+
+    SUITE = "moe"
+    ID = ("scheme", "path", "tokens_id", "config", "spec_id")
+    RECORD = (*MoECase.RECORD, "scoring", "routing")
+    GOLDEN = MoECase.GOLDEN
+    routing = "self"
 
     scheme: str
     path: str
@@ -79,9 +84,8 @@ class RoutingCase:
         return RoutingSpec(self.top_k, self.renormalize, self.scoring)
 
     @property
-    def id(self) -> str:
-        cfg = config_id(self.experts, self.top_k)
-        return f"{self.scheme}-{self.path}-t{self.tokens}-{cfg}-{self.spec.id}"
+    def spec_id(self) -> str:
+        return self.spec.id
 
     @property
     def block(self) -> MoECase:
@@ -91,11 +95,20 @@ class RoutingCase:
         )
 
     @property
+    def tokens_id(self) -> str:
+        return self.block.tokens_id
+
+    @property
+    def config(self) -> str:
+        return self.block.config
+
+    @property
+    def shape_label(self) -> str:
+        return self.block.shape_label
+
+    @property
     def problem(self) -> MoEProblem:
         return self.block.problem
-
-    def record_fields(self) -> dict[str, Any]:
-        return {**self.block.record_fields(), "scoring": self.scoring, "routing": "self"}
 
 
 def routing_cases() -> Iterator[RoutingCase]:
