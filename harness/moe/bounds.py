@@ -6,11 +6,8 @@ and the standard dot-product analysis (Higham Thm 3.5, see harness.core.compare)
 Notation per intermediate row r (token t, slot j, expert e): P = |a| @ |W_e|^T (the sum
 of absolute products), y the exact product, u_X the unit roundoff of dtype X.
 
-GEMM (K terms):
-    operands rounded to dtype O first:  (2 u_O + u_O^2) P
-    accumulation in dtype A (float32):  gamma_K(u_A) (1 + u_O)^2 P
-    scale epilogue (n roundings in A):  n u_A (|y| + the above)
-    output rounded to dtype D (r times): each u_D (|y| + the above) + tiny_D
+GEMM (K terms): `harness.paths.bounds.gemm_error`, the radius form of the one GEMM bound
+(a radius, not an interval, because the SiLU stage propagates it).
 
 SiLU-and-mul act = silu(g) * u from computed g~, u~ with errors Eg, Eu:
     |silu'| <= L = 1.0999 (max of s(x)(1 + x(1 - s(x))), at x ~ 2.40), so
@@ -35,32 +32,10 @@ from harness.core.compare import gamma, unit_roundoff
 from harness.moe.model import MoELayer, Routing, quantize_operand
 from harness.paths.base import EXACT_FP32 as EXACT_FP32  # re-exported
 from harness.paths.base import Numerics
+from harness.paths.bounds import gemm_error, tiny
 
 SILU_LIPSCHITZ = 1.0999  # max |d/dx x*sigmoid(x)| = 1.09984... at x ~ 2.3994
 SILU_MUL_ROUNDOFFS = 6  # silu (4 u) + product (1 u) + 1 u spare, in the activation dtype
-
-
-def _tiny(dtype: torch.dtype) -> float:
-    return float(torch.finfo(dtype).smallest_normal) * unit_roundoff(dtype)
-
-
-def gemm_error(
-    abs_product: torch.Tensor, exact_abs: torch.Tensor, k: int, numerics: Numerics
-) -> torch.Tensor:
-    """Elementwise bound on |computed - exact| of a K-term GEMM under ``numerics``."""
-    u_acc = unit_roundoff(numerics.accumulation_dtype)
-    u_op = 0.0 if numerics.operand_dtype is None else unit_roundoff(numerics.operand_dtype)
-    err = ((2 * u_op + u_op**2) + gamma(k, u_acc) * (1 + u_op) ** 2) * abs_product
-    err = err + numerics.epilogue_roundings * u_acc * (exact_abs + err)
-    if numerics.out_dtype != torch.float32:
-        u_out = numerics.rounding_units * unit_roundoff(numerics.out_dtype)  # 2u truncating
-        for _ in range(numerics.output_roundings):
-            err = (
-                err
-                + u_out * (exact_abs + err)
-                + numerics.rounding_units * _tiny(numerics.out_dtype)
-            )
-    return err
 
 
 def silu_and_mul_error(
@@ -76,7 +51,7 @@ def silu_and_mul_error(
     u_act = unit_roundoff(numerics.activation_dtype)
     propagated = SILU_LIPSCHITZ * err_g * u_abs + silu * err_u
     rounding = SILU_MUL_ROUNDOFFS * u_act * (silu + SILU_LIPSCHITZ * err_g) * u_abs
-    return propagated + rounding + _tiny(numerics.activation_dtype)
+    return propagated + rounding + tiny(numerics.activation_dtype)
 
 
 def combine_error(y_abs: torch.Tensor, err_y: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:

@@ -161,3 +161,35 @@ def other_than_emulated(a: torch.Tensor, w: torch.Tensor, numerics: Numerics) ->
     if rounds_operands(a, w, numerics):
         reasons.append(f"the path multiplies operands rounded to {numerics.operand_dtype}")
     return "; ".join(reasons)
+
+
+# ------------------------------------------------ the radius form, for propagation
+def tiny(dtype: torch.dtype) -> float:
+    """The absolute rounding error of a result below ``dtype``'s normal range (its
+    subnormal spacing, as a multiple of the unit roundoff)."""
+    return float(torch.finfo(dtype).smallest_normal) * unit_roundoff(dtype)
+
+
+def gemm_error(
+    abs_product: torch.Tensor, exact_abs: torch.Tensor, k: int, numerics: Numerics
+) -> torch.Tensor:
+    """Elementwise bound on |computed - exact| of a K-term GEMM under ``numerics``, the
+    output rounding included: the radius form of the bound, for stages that propagate a
+    GEMM's error rather than compare its bits (MoE's SiLU-and-mul, harness.moe.bounds).
+
+        operands rounded to dtype O first:   (2 u_O + u_O^2) P
+        accumulation in dtype A (float32):   gamma_K(u_A) (1 + u_O)^2 P
+        scale epilogue (n roundings in A):   n u_A (|y| + the above)
+        output rounded to dtype D (r times): each u_D (|y| + the above) + tiny_D
+    """
+    u_acc = unit_roundoff(numerics.accumulation_dtype)
+    u_op = 0.0 if numerics.operand_dtype is None else unit_roundoff(numerics.operand_dtype)
+    err = ((2 * u_op + u_op**2) + gamma(k, u_acc) * (1 + u_op) ** 2) * abs_product
+    err = err + numerics.epilogue_roundings * u_acc * (exact_abs + err)
+    if numerics.out_dtype != torch.float32:
+        u_out = numerics.rounding_units * unit_roundoff(numerics.out_dtype)  # 2u truncating
+        for _ in range(numerics.output_roundings):
+            err = (
+                err + u_out * (exact_abs + err) + numerics.rounding_units * tiny(numerics.out_dtype)
+            )
+    return err
