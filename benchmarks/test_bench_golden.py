@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.store.golden import GoldenStore
+from harness.store.golden_store import GoldenStore
 
 
 def load_every_golden() -> int:

@@ -17,7 +17,7 @@ from harness.linear.cases import LINEAR_SHAPES, OUT_DTYPES, load_linear_case
 from harness.linear.paths import linear_paths
 from harness.paths import LinearProblem
 from harness.platform.info import detect
-from harness.store.golden import GoldenStore
+from harness.store.golden_store import GoldenStore
 
 SHAPE = max(LINEAR_SHAPES)  # the largest M of the suite's shapes, stored in every golden
 

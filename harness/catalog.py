@@ -1,15 +1,15 @@
 """Every suite's golden builders, in one place above the domains that define them.
 
-Each case module registers its builders with `harness.store.golden.register_each` when it
-is imported. The store itself imports none of them (it sits below the paths and kernels),
-so the commands that recompute goldens ask this module for the full set.
+Each case module registers its builders with `harness.store.golden_registry.register_each`
+when it is imported. The store itself imports none of them (it sits below the paths and
+kernels), so the commands that recompute goldens ask this module for the full set.
 """
 
 from __future__ import annotations
 
 import importlib
 
-from harness.store.golden import Builder, registered_builders
+from harness.store.golden_registry import Builder, registered_builders
 
 # Modules whose import registers golden builders (each suite's case module).
 CASE_MODULES: tuple[str, ...] = (

@@ -55,7 +55,7 @@ from harness.pytest_plugin.verdicts import checks_recorder, xfail_known
 if TYPE_CHECKING:
     from harness.memory.tracker import PeakMeasurement
     from harness.platform.info import PlatformInfo
-    from harness.store.golden import GoldenStore
+    from harness.store.golden_store import GoldenStore
 
 __all__ = [
     "CASE_KEY",
@@ -198,7 +198,7 @@ def qh_platform() -> PlatformInfo:
 @pytest.fixture(scope="session")
 def golden_store(pytestconfig: pytest.Config) -> GoldenStore:
     """The golden store (`harness.store.golden.GoldenStore`), read-only during tests."""
-    from harness.store.golden import GoldenStore
+    from harness.store.golden_store import GoldenStore
 
     return GoldenStore(golden_dir(pytestconfig))
 

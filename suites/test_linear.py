@@ -50,7 +50,7 @@ from harness.plugin import (
     load_golden,
     xfail_known,
 )
-from harness.store.golden import GoldenStore
+from harness.store.golden_store import GoldenStore
 
 
 @pytest.mark.parametrize("case", list(quantize_cases()), ids=lambda c: c.id)

@@ -43,7 +43,8 @@ from harness.paths.bounds import linear_gemm_interval, other_than_emulated, roun
 from harness.paths.findings import known_finding
 from harness.platform.info import PlatformInfo
 from harness.plugin import RecordChecks, RecordResult, load_golden, xfail_known
-from harness.store.golden import GoldenData, GoldenStore
+from harness.store.golden_registry import GoldenData
+from harness.store.golden_store import GoldenStore
 
 LOADERS = tuple(loaders())
 OUT_DTYPE = torch.bfloat16

@@ -57,7 +57,8 @@ from harness.paths.base import is_reference, kernel_name
 from harness.platform import capabilities
 from harness.platform.info import PlatformInfo, platform_key
 from harness.plugin import RecordChecks, RecordResult, load_golden
-from harness.store.golden import GoldenStore, refresh_command
+from harness.store.golden_errors import refresh_command
+from harness.store.golden_store import GoldenStore
 
 
 # ------------------------------------------------------------------ dispatch table

@@ -33,7 +33,7 @@ from harness.moe.routing_checks import returned_routing, self_routing_checks
 from harness.paths.base import is_reference, kernel_name
 from harness.platform.info import PlatformInfo
 from harness.plugin import RecordChecks, RecordResult, load_golden
-from harness.store.golden import GoldenStore
+from harness.store.golden_store import GoldenStore
 
 
 def _routed(case: RoutingCase, path: object, *args: object) -> MoETrace:

@@ -21,7 +21,7 @@ from harness.quantizers.mx_edge_cases import (
     golden_blocks,
     golden_entry,
 )
-from harness.store.golden import GoldenStore
+from harness.store.golden_store import GoldenStore
 
 
 @pytest.mark.parametrize("mode", MX_MODES)

@@ -52,7 +52,7 @@ from harness.quantizers.mx_edge_cases import (
     golden_blocks,
 )
 from harness.quantizers.mx_edge_cases import golden_entry as edge_golden_entry
-from harness.store.golden import GoldenStore
+from harness.store.golden_store import GoldenStore
 
 ROLES: dict[str, str] = {"weight": "w", "activation": "x"}  # role -> golden tensor prefix
 SHOWN = 12  # mismatching tiles/blocks named in a failure message

@@ -69,7 +69,8 @@ def cmd_golden(args: argparse.Namespace) -> int:
         sys.stderr.write(done.stderr)
         return done.returncode
     from harness.catalog import golden_builders
-    from harness.store.golden import GoldenError, GoldenStore
+    from harness.store.golden_errors import GoldenError
+    from harness.store.golden_store import GoldenStore
 
     store = GoldenStore(_golden_root(args.root), entry_builders=golden_builders())
     if args.action == "refresh":

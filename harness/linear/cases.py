@@ -34,7 +34,7 @@ from harness.linear.paths import linear_paths
 from harness.paths import LinearProblem
 from harness.paths.case import Case
 from harness.paths.operands import exposes_operands
-from harness.store.golden import GoldenData, regenerated, register_each, tensor_digest
+from harness.store.golden_registry import GoldenData, regenerated, register_each, tensor_digest
 
 # M x N x K. M=1 is the decode case; 37 is not a multiple of 16. The first three have K a
 # multiple of 128 (whole blocks: one or two 128-blocks, four or eight MX blocks per row);

@@ -41,7 +41,7 @@ from harness.core.schemes import SCHEMES, WHOLE, Scheme, get_scheme
 from harness.loading.checkpoint import LinearCheckpoint, QuantConfig, Shard, build_checkpoint
 from harness.paths.base import Numerics, multiplied_activation
 from harness.paths.case import Case
-from harness.store.golden import GoldenData, register_each
+from harness.store.golden_registry import GoldenData, register_each
 
 PREFIX = "model.layers.0.proj"
 TOKENS = 4  # rows of x

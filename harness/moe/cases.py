@@ -37,7 +37,7 @@ from harness.moe.model import (
 )
 from harness.moe.paths import MoEProblem, moe_paths
 from harness.paths.case import Case
-from harness.store.golden import GoldenData, regenerated, register_each, tensor_digest
+from harness.store.golden_registry import GoldenData, regenerated, register_each, tensor_digest
 
 MOE_HIDDEN = 32
 MOE_INTERMEDIATE = 32

@@ -43,7 +43,7 @@ from harness.moe.model import MoELayer, Routing, reference_moe
 from harness.moe.paths import MoEProblem, moe_paths, routes_itself
 from harness.moe.routing import SCORING_FUNCTIONS, RoutingSpec
 from harness.paths.case import Case
-from harness.store.golden import GoldenData
+from harness.store.golden_registry import GoldenData
 
 # Routing is scheme-independent; two schemes (a static FP8 and an MX one) check that the
 # block under a path's own routing is still the quantized block.

@@ -10,14 +10,15 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from harness.store.golden import GoldenData, GoldenStore
+    from harness.store.golden_registry import GoldenData
+    from harness.store.golden_store import GoldenStore
 
 
 @contextmanager
 def golden_failures() -> Iterator[None]:
     """Turn a `GoldenError` raised inside (loading, or checking regenerated inputs against
     their digests) into a test failure carrying its message."""
-    from harness.store.golden import GoldenError
+    from harness.store.golden_errors import GoldenError
 
     try:
         yield

@@ -25,7 +25,7 @@ from harness.core.quantize import quantize, stored_scale
 from harness.core.scales import E8M0_MODES
 from harness.core.schemes import mx_spec
 from harness.core.spec import MX_BLOCK
-from harness.store.golden import GoldenData, regenerated, register_each, tensor_digest
+from harness.store.golden_registry import GoldenData, regenerated, register_each, tensor_digest
 
 MX_ELEMENT_FORMATS: tuple[str, ...] = ("e2m1", "e2m3", "e3m2", "e4m3fn", "e5m2")
 MX_MODES: tuple[str, ...] = tuple(E8M0_MODES)

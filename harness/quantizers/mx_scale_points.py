@@ -37,7 +37,7 @@ from harness.quantizers.mx_edge_cases import (
     quantize_edge_blocks,
     ramp,
 )
-from harness.store.golden import GoldenData, regenerated, register_each, tensor_digest
+from harness.store.golden_registry import GoldenData, regenerated, register_each, tensor_digest
 
 F32_NORMAL_BINADES = range(-126, 128)  # every n with 2^n a normal float32
 

@@ -15,7 +15,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from harness.store.golden import DEFAULT_ROOT, MANIFEST_NAME
+from harness.store.golden_format import MANIFEST_NAME
+from harness.store.golden_store import DEFAULT_ROOT
 
 DOCS_ROOT = DEFAULT_ROOT.parent
 DOCUMENTS: tuple[str, ...] = ("README.md", "docs/SCHEMES.md", "docs/MOE.md", "docs/ARCHITECTURE.md")

@@ -162,7 +162,7 @@ def _bundle(tmp: Path) -> str:
     from harness.linear.paths import get_path
     from harness.linear.repro import linear_bundle_tensors
     from harness.paths.base import Numerics
-    from harness.store.golden import GoldenStore
+    from harness.store.golden_store import GoldenStore
     from harness.store.repro import Bundle, write_bundle
 
     scheme, shape = get_scheme("fp8_per_tensor"), LINEAR_SHAPES[0]

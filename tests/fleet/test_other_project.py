@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.store.golden import GoldenStore
+from harness.store.golden_store import GoldenStore
 from harness.store.locations import golden_root
 from tests.conftest import REPO_ROOT
 from tests.hang_guard import HANG_GUARD_S

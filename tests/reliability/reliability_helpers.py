@@ -10,7 +10,8 @@ from pathlib import Path
 
 import torch
 
-from harness.store.golden import Builder, GoldenData, GoldenStore
+from harness.store.golden_registry import Builder, GoldenData
+from harness.store.golden_store import GoldenStore
 
 
 def builder(scale: float, rows: int = 4) -> Builder:

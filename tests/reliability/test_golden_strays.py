@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from reliability_helpers import OLD_BUILDERS, assert_clear_error, make_store
 
-from harness.store.golden import GoldenStore
+from harness.store.golden_store import GoldenStore
 from harness.store.locations import golden_root
 
 STRAYS = (

@@ -24,7 +24,7 @@ from harness.linear.checks import expected_output
 from harness.linear.paths import get_path
 from harness.linear.repro import linear_bundle_tensors
 from harness.paths.base import linear_numerics
-from harness.store.golden import GoldenStore
+from harness.store.golden_store import GoldenStore
 from harness.store.locations import golden_root
 from harness.store.repro import BUNDLE_FORMAT, Bundle, read_bundle, write_bundle
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from reliability_helpers import OLD_BUILDERS, assert_clear_error, make_store, tree_fingerprint
 
 from harness.errors import EXIT_USAGE, QHarnessError
-from harness.store.golden import GoldenStore
+from harness.store.golden_store import GoldenStore
 
 PROBES = settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

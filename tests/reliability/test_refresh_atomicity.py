@@ -16,13 +16,11 @@ from pathlib import Path
 import pytest
 from reliability_helpers import NEW_BUILDERS, OLD_BUILDERS, make_store, tree_fingerprint
 
-from harness.store.golden import (
-    JOURNAL_NAME,
-    GoldenData,
-    GoldenStore,
-    GoldenStoreBusyError,
-    _serialize,
-)
+from harness.store.golden_errors import GoldenStoreBusyError
+from harness.store.golden_format import JOURNAL_NAME, serialize
+from harness.store.golden_journal import store_lock
+from harness.store.golden_registry import GoldenData
+from harness.store.golden_store import GoldenStore
 
 KILLED = 71
 
@@ -133,9 +131,8 @@ def test_kill_during_roll_forward_is_rolled_forward_again(tmp_path: Path) -> Non
 def test_concurrent_refresh_is_refused_and_changes_nothing(tmp_path: Path) -> None:
     make_store(tmp_path)
     before = tree_fingerprint(tmp_path)
-    holder = GoldenStore(tmp_path, NEW_BUILDERS)
     busy = pytest.raises(GoldenStoreBusyError, match="another process is refreshing")
-    with holder._lock(purpose="test"), busy:
+    with store_lock(tmp_path, purpose="test"), busy:
         GoldenStore(tmp_path, NEW_BUILDERS).refresh(log=lambda _: None)
     assert tree_fingerprint(tmp_path) == before
 
@@ -187,14 +184,15 @@ def test_golden_bytes_are_the_same_in_another_process() -> None:
     """safetensors orders metadata by a per-process hash; with one key the bytes agree."""
     code = (
         "import sys, torch\n"
-        "from harness.store.golden import GoldenData, _serialize\n"
+        "from harness.store.golden_format import serialize\n"
+        "from harness.store.golden_registry import GoldenData\n"
         "d = GoldenData(exact={'z': torch.arange(6, dtype=torch.uint8), 'a': torch.ones(2)},\n"
         "               reference={'m': torch.linspace(0, 1, 5), 'b': torch.zeros(3)})\n"
-        "sys.stdout.write(_serialize(d).hex())\n"
+        "sys.stdout.write(serialize(d).hex())\n"
     )
     import torch
 
-    here = _serialize(
+    here = serialize(
         GoldenData(
             exact={"z": torch.arange(6, dtype=torch.uint8), "a": torch.ones(2)},
             reference={"m": torch.linspace(0, 1, 5), "b": torch.zeros(3)},

@@ -13,14 +13,9 @@ import pytest
 import torch
 from reliability_helpers import OLD_BUILDERS, make_store
 
-from harness.store.golden import (
-    GoldenData,
-    GoldenError,
-    GoldenStore,
-    refresh_command,
-    regenerated,
-    tensor_digest,
-)
+from harness.store.golden_errors import GoldenError, refresh_command
+from harness.store.golden_registry import GoldenData, regenerated, tensor_digest
+from harness.store.golden_store import GoldenStore
 from harness.store.locations import golden_root
 
 ENTRY = "linear/fp8_per_tensor"

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.store.golden import DEFAULT_ROOT, GoldenStore, _serialize
+from harness.store.golden_format import serialize
+from harness.store.golden_store import DEFAULT_ROOT, GoldenStore
 
 # The budget for golden/ (every file, the manifest included): goldens travel with every
 # clone and wheel. Sub-byte codes are packed and regenerable inputs stored as digests to
@@ -35,4 +36,4 @@ def test_every_committed_file_is_in_the_current_format(entry: str) -> None:
     one metadata key; a format-1 file (or one written by hand) shows up here."""
     store = GoldenStore()
     raw = store.file_for(entry).read_bytes()
-    assert raw == _serialize(store.load(entry)), f"{entry}: run python -m harness golden refresh"
+    assert raw == serialize(store.load(entry)), f"{entry}: run python -m harness golden refresh"

@@ -14,15 +14,10 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from harness.quantizers.mx_edge_cases import edge_blocks, golden_blocks
-from harness.store.golden import (
-    MANIFEST_FORMAT,
-    METADATA_KEY,
-    GoldenData,
-    GoldenError,
-    GoldenStore,
-    regenerated,
-    tensor_digest,
-)
+from harness.store.golden_errors import GoldenError
+from harness.store.golden_format import MANIFEST_FORMAT, METADATA_KEY
+from harness.store.golden_registry import GoldenData, regenerated, tensor_digest
+from harness.store.golden_store import GoldenStore
 from harness.store.packing import pack_bits
 
 FP4 = torch.arange(16, dtype=torch.uint8).reshape(4, 4)  # fits in 4 bits

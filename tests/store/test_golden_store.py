@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.store.golden import GoldenData, GoldenError, GoldenStore
+from harness.store.golden_errors import GoldenError
+from harness.store.golden_registry import GoldenData
+from harness.store.golden_store import GoldenStore
 
 
 def _builder(scale: float = 1.0):

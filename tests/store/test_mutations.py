@@ -17,7 +17,7 @@ from harness.catalog import golden_builders
 from harness.core.fastcodec import E8M0Rule, e8m0_rule
 from harness.core.formats import decode, encode
 from harness.core.scales import SCALE_RULES
-from harness.store.golden import GoldenStore
+from harness.store.golden_store import GoldenStore
 from tests.canaries.common import encode_ties_away
 
 ENTRIES = ("linear/w_mxfp4_a_mxfp4", "linear/fp8_per_channel", "mx_scales/e4m3fn")
