@@ -10,8 +10,9 @@ Importing ``harness`` is cheap: each name is imported from its module on first u
 (PEP 562), so ``import harness`` loads neither torch nor any path, registry or probe.
 
 ``harness.quantize`` is both the function (here) and the older module of the same name
-(``from harness.quantize import quantize_activation``); once that module is imported it
-takes the name, and calling it quantizes as the function does.
+(``from harness.quantize import quantize_activation``, deprecated: importing it warns);
+once that module is imported it takes the name, and calling it quantizes as the function
+does.
 """
 
 from __future__ import annotations

@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
-"""Write the standalone repro scripts of the quantizer findings into docs/findings/.
+"""Write the standalone repro scripts of the quantizer findings beside their write-ups.
 
-    python scripts/findings_repro.py            # (re)write docs/findings/<name>.py
-    python scripts/findings_repro.py --check    # exit 1 if a checked-in script is stale
+    python scripts/findings_repro.py          # (re)write integrations/<engine>/findings/<name>.py
+    python scripts/findings_repro.py --check  # exit 1 if a checked-in script is stale
 
-Each entry below names a finding of docs/ENGINE-FINDINGS.md, the smallest input that shows
-it, the spec the engine is held to (the reference quantizer, under the conventions the
-adapter declares) and how a script calls the engine. The harness computes the expected
-scales and values (harness.quantizers.repro) and embeds them; the scripts import only the
-engine, torch and numpy. tests/findings/test_repros.py runs each in its engine's venv.
+Each entry below names a finding (integrations/<engine>/findings/FINDINGS.md, indexed in
+docs/ENGINE-FINDINGS.md), the smallest input that shows it, the spec the engine is held to
+(the reference quantizer, under the conventions the adapter declares) and how a script
+calls the engine. The harness computes the expected scales and values
+(harness.quantizers.repro) and embeds them; the scripts import only the engine, torch and
+numpy. tests/findings/test_repros.py runs each in its engine's venv.
 Hand-written scripts for findings that are not a quantizer's (linear kernels, loading) sit
-beside them in docs/findings/ with the same exit statuses.
+beside them in integrations/<engine>/findings/ with the same exit statuses.
 """
 
 from __future__ import annotations
@@ -29,7 +30,12 @@ from harness.core.schemes import get_scheme, mx_spec
 from harness.core.spec import QuantSpec
 from harness.quantizers.repro import EngineCall, standalone_script
 
-OUT = Path(__file__).resolve().parent.parent / "docs" / "findings"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def findings_dir(engine: str) -> Path:
+    """Where an engine's findings live: its FINDINGS.md and their scripts."""
+    return ROOT / "integrations" / engine / "findings"
 
 
 def up(x: float) -> float:
@@ -196,7 +202,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     stale = []
     for f in FINDINGS:
-        path = OUT / f"{f.name}.py"
+        path = findings_dir(f.engine) / f"{f.name}.py"
         text = render(f)
         if args.check:
             if not path.is_file() or path.read_text() != text:
@@ -204,7 +210,7 @@ def main(argv: list[str]) -> int:
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-        print(f"wrote {path.relative_to(OUT.parent.parent)}")
+        print(f"wrote {path.relative_to(ROOT)}")
     if stale:
         print("stale: " + ", ".join(stale) + " (run scripts/findings_repro.py)")
         return 1

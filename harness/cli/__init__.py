@@ -10,7 +10,36 @@ One module per command (its options and what it does), beside the parts they sha
 ``entry`` (``main``: errors become one line and an exit status), ``parser`` (the argument
 parser that hands unknown arguments to pytest), ``common`` (helpers of several commands) and
 ``pytest_child`` (pytest as a child process, its exit statuses as ours). This package only
-re-exports the names scripts and tests import from ``harness.cli``.
+re-exports the names scripts and tests import from ``harness.cli`` (``main``,
+``build_parser``, ``finish_run``, ``exit_for_pytest``, the ``EXIT_*`` codes, ...).
+``python -m harness <command>`` and the ``qharness`` script start ``harness.cli.main``; each
+command is one module that declares its subcommand (options, help, handler: ``add_parser``)
+and does its job; the parser lists them, and no command imports another command's module.
+
+Modules, each with its one job:
+
+- ``entry``: `main`: parse, check the environment the command will use (`QHARNESS_GPUS`,
+  `QHARNESS_RUNNER`, `QHARNESS_SIMULATE`), run it, and turn every error into one line and an
+  exit status: a `QHarnessError` its own, a plugin's exception named with its entry point, a
+  file-system refusal 4, a bug 3 (traceback behind `QHARNESS_TRACEBACK=1`), Ctrl-C 130.
+- ``parser``: The argument parser: the command modules in `--help` order, and the parser
+  class whose `run` and `selftest` hand every argument they do not know (or all after `--`)
+  to pytest.
+- ``common``: What several commands share: JSON output, paths relative to the caller, the
+  default reports directory, `--simulate`, the `--workers` value.
+- ``pytest_child``: pytest as a child process: `-n` for `--workers`, `run_pytest` (SIGTERM
+  forwarded to the child, also one that arrives while it starts; Ctrl-C waited out),
+  pytest's exit statuses mapped onto the CLI's.
+- ``run``, ``pytest_args``, ``run_reports``: `run`: plugins loaded and `-k` checked before a
+  run directory exists, the suites as a pytest child, `--bench`, a directory discarded when
+  interrupted before any record; the arguments passed to pytest and their `-k`; summary.md,
+  report.html, `latest` and `--out` once results exist, and the few lines a run ends with.
+- ``platform``, ``schemes``, ``golden``, ``report``, ``history``, ``repro``, ``selftest``:
+  One command each: the platform and its probes and dispatch tables; the schemes; golden
+  refresh and check (recomputed in a child with torch's CPU kernels pinned to AVX2, since
+  its ISA builds differ in last bits of seeded inputs); the merged report; the history
+  store; a repro bundle re-run; the project's own gate (lint, types, golden, benchmarks,
+  tests, canaries).
 """
 
 from __future__ import annotations

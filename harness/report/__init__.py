@@ -1,1 +1,51 @@
-"""Results files and the reports rendered from them."""
+"""Results files and the reports rendered from them: the nightly report (docs/CI.md,
+docs/HISTORY.md); the CLI that runs it is `harness.cli` (docs/CLI.md).
+
+Modules, each with its one job:
+
+- ``rundir``: Run ids, the run directory's files, the `latest` pointer and `latest.json` (a
+  link through it, so a kill never splits them); a new run sweeps killed runs' temp files.
+- ``results``: The results file (`qharness.results/1`), written atomically, `partial` when
+  interrupted.
+- ``frame``, ``runs``: Results (and benchmark JSON) as one row per test per run; loading one
+  run as a frame (the history, a test-by-test comparison) and adding runs to the history.
+- ``stream``: A results file read record by record (the top-level object value by value, a
+  megabyte at a time, each record checked by the results reader's rules); a file it cannot
+  vouch for is read whole, so every problem keeps `read_results`' message.
+- ``digest``: One run folded, record by record, into what the report shows of it
+  (`RunDigest`): outcome counts, its matrix cells, skip counts per reason, its failing
+  tests, the plots' per-run SQNR medians and memory peaks, its benchmark rows; no record is
+  kept.
+- ``provenance``: What each run records of where its numbers came from: harness and engine
+  commits, plugin and engine versions.
+- ``identity``: The report keyed by runner (`platform@label`), and warnings where runs share
+  a key, a baseline came from another host or is missing, or the stack (torch, CUDA/HIP,
+  driver, harness and engine commits and versions) changed since it.
+- ``regress``: Regression rules, one merge of two runs (linear), first run of each
+  regression.
+- ``models_section``: The model suite's fields (history columns, results validation), its
+  section in every report (per model x tool x preset: logits SQNR and top-1 against the
+  float model and the emulated checkpoint, layer-test counts) and its regression rules; the
+  renderers and the frame call it through one hook each.
+- ``matrix``: The scheme x path x platform matrix and its cell verdicts, tallied one row at
+  a time (`MatrixFold`).
+- ``nightly``: The report model: current run per platform, baselines from history, failures
+  with "since" and bundles, skips. Data flow: each given results file is read once into its
+  digest; a runner with other known runs (history, older given runs, `--baseline`) is then
+  compared test by test, its runs read again as frames one runner at a time; renderers get
+  the aggregates, never a frame of every record.
+- ``plain``: The one boundary between frames and renderers: rows leave a frame as plain
+  Python values, every missing value `None` (never pandas' NA or NaN).
+- ``csp``: The HTML page with its styles and plots as same-origin files, for a strict
+  Content-Security-Policy (Jenkins).
+- ``annotations``: Regressions and new failures as GitHub Actions annotations, one per
+  group.
+- ``grouping``: The summary's regressions and failures grouped by platform, scheme and path
+  before tests; runner paths made relative.
+- ``escape``, ``markdown``, ``html_page``, ``plots``: Output: escaping per format;
+  `summary.md` and the text report; the self-contained HTML page; matplotlib plots as base64
+  PNG.
+- ``render``: The single-file text report of `report --results` (kept for scripts).
+- ``doc_facts``: Counts and sizes the docs state (store per group, case grids), generated
+  into marked blocks; a self-test fails on a stale doc.
+"""

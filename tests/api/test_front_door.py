@@ -91,6 +91,8 @@ def test_harness_quantize_is_the_function_and_the_old_module() -> None:
         "x = torch.linspace(-3, 5, 2 * MX_BLOCK).reshape(2, MX_BLOCK)\n"
         "spec = mx_spec('e4m3fn', 'floor')\n"
         "a = harness.quantize(x, spec)\n"
+        "import warnings\n"
+        "warnings.simplefilter('ignore', DeprecationWarning)\n"
         "from harness.quantize import quantize_activation\n"
         "import harness.quantize as module\n"
         "b = harness.quantize(x, spec)\n"
@@ -98,6 +100,31 @@ def test_harness_quantize_is_the_function_and_the_old_module() -> None:
         "      torch.equal(a.codes, b.codes), torch.equal(a.scale, b.scale))"
     )
     assert out == "True True True True"
+
+
+def test_old_quantize_module_warns_naming_the_front_door() -> None:
+    """Importing the deprecated module warns once, as a DeprecationWarning that names the
+    replacement; the front door's ``harness.quantize`` warns nothing."""
+    out = _run(
+        "import warnings\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    import harness\n"
+        "    harness.quantize\n"
+        "    print(len(caught))\n"
+        "    import harness.quantize\n"
+        "    import harness.quantize\n"
+        "for w in caught:\n"
+        "    print(w.category.__name__, '|', w.message)"
+    )
+    lines = out.splitlines()
+    assert lines[0] == "0", out
+    assert len(lines) == 2, out
+    category, message = lines[1].split(" | ")
+    assert category == "DeprecationWarning"
+    assert "harness.quantize" in message
+    assert "from harness " in message
+    assert "harness.core.quantize" in message
 
 
 def test_registries_build_no_path_at_import() -> None:

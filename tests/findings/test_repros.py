@@ -1,15 +1,18 @@
-"""The standalone repro scripts of docs/findings/ still reproduce their findings.
+"""The engine findings keep their layout, and their standalone repro scripts still reproduce.
 
-Each script runs in its engine's venv (``.engines/<engine>``, made by scripts/engine.py);
-where that venv is absent the case skips and says so. A script exits 0 when the finding
-reproduces, 3 when the engine now returns the expected values (the finding is fixed in the
-version it prints: move it to FIXED_IN and mark it fixed in docs/ENGINE-FINDINGS.md), 4
-when this machine cannot run it (it says why), anything else on an error. The generated
-scripts must also match what scripts/findings_repro.py writes today.
+Each engine's findings are written up in integrations/<engine>/findings/FINDINGS.md, beside
+their scripts; docs/ENGINE-FINDINGS.md is the index, one row per finding. Each script runs
+in its engine's venv (``.engines/<engine>``, made by scripts/engine.py); where that venv is
+absent the case skips and says so. A script exits 0 when the finding reproduces, 3 when the
+engine now returns the expected values (the finding is fixed in the version it prints: move
+it to FIXED_IN and mark it fixed in its FINDINGS.md and the index), 4 when this machine
+cannot run it (it says why), anything else on an error. The generated scripts must also
+match what scripts/findings_repro.py writes today.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +22,8 @@ import pytest
 from tests.hang_guard import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
-FINDINGS = ROOT / "docs" / "findings"
+INDEX = ROOT / "docs" / "ENGINE-FINDINGS.md"
+ENGINES = ("torchao", "quark", "vllm", "aiter")
 REPRODUCES, FIXED, NOT_HERE = 0, 3, 4
 
 # script -> the engine venv that runs it
@@ -45,25 +49,80 @@ REPRO_ENGINES: dict[str, str] = {
 FIXED_IN: dict[str, str] = {}
 
 
+def findings_dir(engine: str) -> Path:
+    """An engine's findings: its FINDINGS.md and the scripts it names."""
+    return ROOT / "integrations" / engine / "findings"
+
+
+def repro_path(script: str) -> Path:
+    return findings_dir(REPRO_ENGINES[script]) / script
+
+
 def test_every_script_has_an_engine() -> None:
-    scripts = sorted(p.name for p in FINDINGS.glob("*.py"))
-    assert scripts == sorted(REPRO_ENGINES), "docs/findings/ and REPRO_ENGINES disagree"
+    """Each repro the venv test runs sits in its engine's findings folder, and every script
+    named for an engine venv there is in REPRO_ENGINES (none left behind in docs/)."""
+    missing = sorted(s for s in REPRO_ENGINES if not repro_path(s).is_file())
+    assert missing == [], f"not in integrations/<engine>/findings/: {missing}"
+    prefixed = {
+        p.name for engine in {*REPRO_ENGINES.values()} for p in findings_dir(engine).glob("*.py")
+    }
+    prefixed = {name for name in prefixed if name.split("_")[0] in {*REPRO_ENGINES.values()}}
+    assert sorted(prefixed) == sorted(REPRO_ENGINES), "findings folders and REPRO_ENGINES disagree"
+    assert sorted((ROOT / "docs").rglob("*.py")) == [], "findings scripts belong beside FINDINGS.md"
 
 
 # Scripts beside the engine adapters that are not findings: checkpoint makers and helpers.
 NOT_FINDINGS = ("make_*.py", "_*.py")
 
 
+# Script folders outside integrations/<engine>/findings/ -> the engine whose FINDINGS.md
+# writes them up.
+OTHER_SCRIPT_DIRS: dict[str, str] = {"scripts/vllm_triton": "vllm"}
+
+
 def test_every_engine_script_is_written_up() -> None:
-    """A finding declared with a standalone script but never written up in
-    docs/ENGINE-FINDINGS.md (verdict, scope, upstream) is not yet a finding."""
-    text = (ROOT / "docs" / "ENGINE-FINDINGS.md").read_text()
-    dirs = [*ROOT.glob("integrations/*/findings"), ROOT / "scripts" / "vllm_triton", FINDINGS]
-    scripts = {p for d in dirs for p in d.glob("*.py")}
-    scripts -= {p for d in dirs for pattern in NOT_FINDINGS for p in d.glob(pattern)}
-    assert scripts, "no findings scripts found: the glob is wrong"
-    missing = sorted(str(p.relative_to(ROOT)) for p in scripts if p.name not in text)
-    assert missing == [], f"not named in docs/ENGINE-FINDINGS.md: {missing}"
+    """A finding declared with a standalone script but never written up in its engine's
+    FINDINGS.md (verdict, scope, upstream) is not yet a finding."""
+    dirs = {findings_dir(e): e for e in ENGINES} | {
+        ROOT / d: e for d, e in OTHER_SCRIPT_DIRS.items()
+    }
+    assert sorted(p.parent.name for p in ROOT.glob("integrations/*/findings")) == sorted(ENGINES), (
+        "an engine's findings folder is missing from ENGINES"
+    )
+    missing = []
+    for folder, engine in dirs.items():
+        scripts = {p for p in folder.glob("*.py")}
+        scripts -= {p for pattern in NOT_FINDINGS for p in folder.glob(pattern)}
+        assert scripts, f"no findings scripts in {folder}: the glob is wrong"
+        text = (findings_dir(engine) / "FINDINGS.md").read_text()
+        missing += [str(p.relative_to(ROOT)) for p in sorted(scripts) if p.name not in text]
+    assert missing == [], f"not named in their engine's FINDINGS.md: {missing}"
+
+
+def anchor(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_anchor_matches_the_rendered_form() -> None:
+    assert anchor("vLLM 0.32: `to_mx(..., RCEIL)` a -> b") == "vllm-032-to_mx-rceil-a---b"
+
+
+def test_every_finding_is_in_the_index() -> None:
+    """Each section of an engine's FINDINGS.md has a row in docs/ENGINE-FINDINGS.md that
+    links to it, and every row links to a section that exists."""
+    index = INDEX.read_text()
+    linked = set(re.findall(r"\]\(\.\./(integrations/\w+/findings/FINDINGS\.md#[^)]+)\)", index))
+    sections = set()
+    for engine in ENGINES:
+        text = (findings_dir(engine) / "FINDINGS.md").read_text()
+        headings = re.findall(r"^## (.+)$", text, flags=re.MULTILINE)
+        assert headings, f"{engine}: FINDINGS.md has no sections"
+        sections |= {f"integrations/{engine}/findings/FINDINGS.md#{anchor(h)}" for h in headings}
+    assert sorted(sections - linked) == [], "sections without a row in docs/ENGINE-FINDINGS.md"
+    assert sorted(linked - sections) == [], "index rows that link to no section"
+    rows = [line for line in index.splitlines() if "/findings/FINDINGS.md#" in line]
+    assert len(rows) == len(sections), "one row per finding"
 
 
 def test_generated_scripts_are_current() -> None:
@@ -84,7 +143,7 @@ def test_repro_still_reproduces(script: str) -> None:
     if not python.is_file():
         pytest.skip(f"no {engine} venv at .engines/{engine} (python3 scripts/engine.py {engine})")
     run = subprocess.run(
-        [str(python), str(FINDINGS / script)], capture_output=True, text=True, timeout=HANG_GUARD_S
+        [str(python), str(repro_path(script))], capture_output=True, text=True, timeout=HANG_GUARD_S
     )
     out = run.stdout + run.stderr[-2000:]
     if run.returncode == NOT_HERE:
@@ -94,6 +153,6 @@ def test_repro_still_reproduces(script: str) -> None:
         return
     assert run.returncode != FIXED, (
         f"{script} no longer reproduces: the finding is fixed in the engine version printed "
-        f"below; add it to FIXED_IN and mark it fixed in docs/ENGINE-FINDINGS.md\n{out}"
+        f"below; add it to FIXED_IN and mark it fixed in its FINDINGS.md and the index\n{out}"
     )
     assert run.returncode == REPRODUCES, f"{script} failed to run:\n{out}"

@@ -62,7 +62,7 @@ ZERO_TENSOR_NAN = (
     "scale 0 (amax / (448 * 6), no floor), each block scale is 0 / 0 = NaN (E4M3 byte 0xFF) "
     "and every element dequantizes to NaN; a zero block inside a non-zero tensor, and the "
     "one-level form (per_tensor_scale=None), give zeros "
-    "(docs/findings/torchao_nvfp4_zero_tensor_nan.py)"
+    "(integrations/torchao/findings/torchao_nvfp4_zero_tensor_nan.py)"
 )
 
 

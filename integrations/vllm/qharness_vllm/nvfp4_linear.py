@@ -38,10 +38,10 @@ Declared: the activation conventions of ``ref_nvfp4_quant`` (`two_level_inverted
 (`VllmNvfp4EmulationPath.numerics`): operands rounded to the model dtype after five more
 float32 roundings per term than a path applying its scales once (the divisors and their
 inversion), one rounding of the product, a second for the bias in bf16/fp16
-(docs/findings/vllm_nvfp4_emulation_operands.py checks them on vLLM alone). Limits, not
-findings: K a multiple of 16 (the packed weight and ``ref_nvfp4_quant``'s reshape); a
-weight global below 2^-128 has no float32 divisor, so no compressed-tensors form
-(`weight_divisor` refuses it).
+(integrations/vllm/findings/vllm_nvfp4_emulation_operands.py checks them on vLLM alone).
+Limits, not findings: K a multiple of 16 (the packed weight and ``ref_nvfp4_quant``'s
+reshape); a weight global below 2^-128 has no float32 divisor, so no compressed-tensors
+form (`weight_divisor` refuses it).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ convention, not a bug. This script checks that the convention still holds: the o
 bf16(x @ bf16(W)^T), here 1.0625 per output where the W8A8 product would be 1.0
 (e4m3fn(1.0625) = 1.0, a tie to even).
 
-Exit 0: the W8A16 convention holds (what docs/ENGINE-FINDINGS.md says); 3: the kernel now
+Exit 0: the W8A16 convention holds (what integrations/vllm/findings/FINDINGS.md says); 3: the kernel now
 quantizes the activation (output 1.0: the convention changed, update the docs); 4: this CPU
 has no AMX tiles, so vLLM selects another kernel and nothing can be checked here.
 """

