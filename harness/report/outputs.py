@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from harness.errors import UsageError
-from harness.report.rundir import RESULTS_NAME, RunDir
+from harness.report.rundir import RunDir
 from harness.store.atomic import write_bytes_atomic
 
 Writer = Callable[[Path, bytes], None]
@@ -70,13 +70,19 @@ def _check_place(flag: str, path: Path) -> None:
             return
 
 
+def _is_run_dir(directory: Path) -> bool:
+    """What every run leaves: its results and pytest's junit file (a folder holding only a
+    results.json, such as an earlier ``run --out`` copy's, is no run)."""
+    return all((directory / p.name).is_file() for p in (_PROBE.results, _PROBE.junit))
+
+
 def run_dir_of(path: Path) -> Path | None:
     """The run directory whose own file ``path`` is (results, junit, reports, bundles)."""
     real = Path(os.path.realpath(path))
     parent = real.parent
-    if real.name in RUN_FILES and (parent / RESULTS_NAME).is_file():
+    if real.name in RUN_FILES and _is_run_dir(parent):
         return parent
-    if parent.name == _PROBE.repro.name and (parent.parent / RESULTS_NAME).is_file():
+    if parent.name == _PROBE.repro.name and _is_run_dir(parent.parent):
         return parent.parent
     return None
 

@@ -246,3 +246,17 @@ def test_csp_safe_html_never_replaces_another_runs_file(
     assert cli.main(argv) == EXIT_USAGE
     assert_clear_error(capsys.readouterr().err, "--html", "refusing to replace")
     assert (other / "report.html").read_text() == "the run's own report.html"
+
+
+def test_run_out_replaces_its_own_earlier_copy(tmp_path: Path) -> None:
+    """A folder holding only an earlier ``--out`` copy is no run directory: each night's
+    ``run --out ci/results.json`` replaces the last one's."""
+    from harness.cli.run_reports import finish_run
+    from harness.report.rundir import RunDir
+
+    reports = tmp_path / "reports"
+    copy = tmp_path / "ci" / "results.json"
+    for name in ("20261201T0300Z-cpu-aaaa", "20261202T0300Z-cpu-aaaa"):
+        run = RunDir(_run_dir(reports, name))
+        finish_run(run, reports, copy, full=False)
+        assert copy.read_bytes() == run.results.read_bytes()
