@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.cli.common import caller_path, default_reports_dir
+from harness.cli.common import caller_path, default_reports_dir, output_path
 from harness.errors import EXIT_FAILED, EXIT_OK, UsageError
 
 
@@ -75,12 +75,13 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     runs = _report_inputs(args)
     baseline = caller_path(args.baseline) if args.baseline else None
-    out = caller_path(args.out) if args.out else None
-    html_out = caller_path(args.html) if args.html else None
-    summary_out = caller_path(args.summary) if args.summary else None
+    out = output_path(args.out) if args.out else None
+    html_out = output_path(args.html) if args.html else None
+    summary_out = output_path(args.summary) if args.summary else None
     for path, what in ((out, "--out"), (html_out, "--html"), (summary_out, "--summary")):
         if path is not None:
             _refuse_results_target(path, what)
+            _refuse_results_target(path.resolve(), what)
     outputs = Outputs(
         {"--out": out, "--html": html_out, "--summary": summary_out}, own_runs=_own_runs(runs)
     )

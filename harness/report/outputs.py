@@ -10,7 +10,8 @@ over another output of the same command. `output_writer` decides, for each outpu
 - a file of a run directory (results, junit, benchmark, reports, repro bundles) that is
   not a report of one of this command's own runs: refused, never replaced;
 - a file another output of the same command names: refused, so neither silently wins;
-- anything else: written atomically (`harness.store.atomic`).
+- anything else: written atomically (`harness.store.atomic`); through a symlink, its
+  target is replaced, never the link (``/dev/stdout`` redirected to a file stays a link).
 """
 
 from __future__ import annotations
@@ -118,6 +119,9 @@ def output_writer(
             f"{flag} {path}: refusing to replace a file of the run directory {run}; "
             "name another file"
         )
+    real = Path(os.path.realpath(path))
+    if real != Path(os.path.abspath(path)):  # a link: replacing it would leave its target
+        return lambda _, data: write_bytes_atomic(real, data)
     return write_bytes_atomic
 
 

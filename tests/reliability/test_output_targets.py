@@ -21,6 +21,7 @@ from reliability_helpers import assert_clear_error
 from harness import cli
 from harness.errors import EXIT_USAGE
 from harness.report.results import write_results
+from tests.conftest import run_cli
 
 
 def _run_dir(root: Path, name: str = "20261201T0300Z-cpu-aaaa") -> Path:
@@ -260,3 +261,28 @@ def test_run_out_replaces_its_own_earlier_copy(tmp_path: Path) -> None:
         run = RunDir(_run_dir(reports, name))
         finish_run(run, reports, copy, full=False)
         assert copy.read_bytes() == run.results.read_bytes()
+
+
+def test_an_output_through_a_symlink_replaces_its_target_not_the_link(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As ``/dev/stdout`` (a link) redirected to a file: the link must stay a link."""
+    run = _run_dir(tmp_path / "reports")
+    target = tmp_path / "target.md"
+    target.write_text("old")
+    link = tmp_path / "link.md"
+    link.symlink_to(target.name)
+    assert cli.main(["report", str(run), "--summary", str(link)]) == 0, capsys.readouterr()
+    assert link.is_symlink()
+    assert os.readlink(link) == target.name
+    assert "passed" in target.read_text()
+
+
+def test_report_out_to_dev_stdout_into_a_pipe_is_streamed(tmp_path: Path) -> None:
+    """``--out /dev/stdout`` with stdout a pipe: the link resolves to no path at all
+    (``/proc/<pid>/fd/pipe:[n]``), where a temp file and a rename can only fail."""
+    run = _run_dir(tmp_path / "reports")
+    done = run_cli("report", str(run), "--out", "/dev/stdout")  # captured: stdout is a pipe
+    assert done.returncode == 0, done.stderr
+    assert "passed" in done.stdout
+    assert "report written to /dev/stdout" in done.stdout
