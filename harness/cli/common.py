@@ -25,6 +25,12 @@ def caller_path(value: str) -> Path:
     return (Path.cwd() / Path(value).expanduser()).resolve()
 
 
+def output_path(value: str) -> Path:
+    """An output named on the command line: absolute, its links kept (``/dev/stdout`` into a
+    pipe resolves to no path at all; `harness.report.outputs` follows links itself)."""
+    return Path(os.path.abspath(Path(value).expanduser()))
+
+
 def default_reports_dir() -> Path:
     """``reports/`` of the checkout, or ``./reports`` when running from an installed wheel."""
     from harness.store.locations import CHECKOUT_ROOT, is_checkout

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.cli.common import caller_path, default_reports_dir
+from harness.cli.common import caller_path, default_reports_dir, output_path
 from harness.errors import EXIT_FAILED, EXIT_OK, UsageError
 
 
@@ -56,46 +56,60 @@ def _refuse_results_target(path: Path, what: str) -> None:
     """Never overwrite a results file (or anything JSON) with a report."""
     if path.suffix.lower() == ".json" or path.name == "results.json":
         raise UsageError(f"{what} {path}: refusing to write a report over a JSON file")
-    if path.is_dir():
-        raise UsageError(f"{what} {path} is a directory; give a file name")
+
+
+def _own_runs(runs: list[Path]) -> list[Path]:
+    """The run directories of the runs reported: their reports may be rewritten."""
+    from harness.report.rundir import RESULTS_NAME
+
+    return [r if r.is_dir() else r.parent for r in runs if r.is_dir() or r.name == RESULTS_NAME]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.report.html_page import render_html
     from harness.report.markdown import full_markdown, summary_markdown
     from harness.report.nightly import build_report
+    from harness.report.outputs import Outputs
     from harness.report.render import render_report
     from harness.report.runs import open_history
-    from harness.store.atomic import write_text_atomic
 
     runs = _report_inputs(args)
     baseline = caller_path(args.baseline) if args.baseline else None
-    out = caller_path(args.out) if args.out else None
-    html_out = caller_path(args.html) if args.html else None
-    summary_out = caller_path(args.summary) if args.summary else None
+    out = output_path(args.out) if args.out else None
+    html_out = output_path(args.html) if args.html else None
+    summary_out = output_path(args.summary) if args.summary else None
     for path, what in ((out, "--out"), (html_out, "--html"), (summary_out, "--summary")):
         if path is not None:
             _refuse_results_target(path, what)
+            _refuse_results_target(path.resolve(), what)
+    outputs = Outputs(
+        {"--out": out, "--html": html_out, "--summary": summary_out}, own_runs=_own_runs(runs)
+    )
+    if html_out is not None and args.csp_safe and outputs.is_stream("--html"):
+        raise UsageError(
+            f"--html {html_out}: --csp-safe writes files beside the page; name a regular file"
+        )
     history = open_history(caller_path(args.history)) if args.history else None
     report = build_report(runs, history, baseline)
     legacy = len(runs) == 1 and not args.runs and history is None
     text = render_report(runs[0], baseline=baseline) if legacy else full_markdown(report)
     if out is not None:
-        write_text_atomic(out, text)
+        outputs.write("--out", text)
         print(f"report written to {out}")
     else:
         print(text)
     if html_out is not None and args.csp_safe:
         from harness.report.csp import write_csp_safe
 
-        extra = write_csp_safe(render_html(report, html_out), html_out)
+        page = render_html(report, html_out)
+        extra = write_csp_safe(page, html_out, lambda _, text: outputs.write("--html", text))
         print(f"html report written to {html_out} (CSP-safe; {len(extra)} asset file(s) beside it)")
     elif html_out is not None:
-        write_text_atomic(html_out, render_html(report, html_out))
+        outputs.write("--html", render_html(report, html_out))
         print(f"html report written to {html_out}")
     if summary_out is not None:
         link = os.path.relpath(html_out, summary_out.parent) if html_out else None
-        write_text_atomic(summary_out, summary_markdown(report, link))
+        outputs.write("--summary", summary_markdown(report, link))
         print(f"summary written to {summary_out}")
     if args.github_annotations:
         from harness.report.annotations import github_annotations

@@ -25,6 +25,7 @@ def _rerunners() -> dict[str, Any]:
 
 
 def cmd_repro(args: argparse.Namespace) -> int:
+    from harness.report.escape import terminal_line
     from harness.store.repro import ReproError, read_bundle
 
     bundle = read_bundle(caller_path(args.bundle))
@@ -33,8 +34,9 @@ def cmd_repro(args: argparse.Namespace) -> int:
     if rerun is None:
         raise ReproError(f"{args.bundle}: no re-runner for bundle kind {kind!r}")
     origin = bundle.meta.get("platform") or {}
-    print(f"case    {bundle.meta.get('nodeid')}")
-    print(f"failed  on {origin.get('device')}/{origin.get('arch')}: {bundle.meta.get('failure')}")
+    where = terminal_line(f"{origin.get('device')}/{origin.get('arch')}")
+    print(f"case    {terminal_line(bundle.meta.get('nodeid'))}")
+    print(f"failed  on {where}: {terminal_line(bundle.meta.get('failure'), 2000)}")
     verdict = rerun(bundle, args.path)
     print(verdict.text())
     return EXIT_OK if verdict.ok else EXIT_FAILED

@@ -15,6 +15,7 @@ from harness.cli.common import (
     apply_simulation,
     caller_path,
     default_reports_dir,
+    output_path,
     workers_argument,
 )
 from harness.cli.pytest_args import check_keyword_expression, passed_to_pytest, selection
@@ -124,14 +125,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     _interrupt_on_sigterm()
     from harness.platform.info import detect
     from harness.platform.runner import RUNNER_VARIABLE, check_label
+    from harness.report.outputs import Outputs
     from harness.report.rundir import LATEST_JSON, create_run_dir, new_run_id
 
     reports = caller_path(args.reports_dir) if args.reports_dir else default_reports_dir()
-    out = caller_path(args.out) if args.out else None
-    if out is not None and out == (reports / LATEST_JSON).resolve():
+    out = output_path(args.out) if args.out else None
+    if out is not None and out.resolve() == (reports / LATEST_JSON).resolve():
         raise UsageError(f"--out {args.out}: `run` keeps {out} itself; name another file")
-    if out is not None and out.is_dir():
-        raise UsageError(f"--out {args.out} is a directory; give a file name")
+    Outputs({"--out": out})  # refused now, not after the whole run
     check_keyword_expression(passed_to_pytest(args))
     apply_simulation(args)  # before plugins import their kernels
     _load_plugins()

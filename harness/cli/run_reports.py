@@ -13,15 +13,15 @@ def finish_run(run: Any, reports: Path, out: Path | None, full: bool = True) -> 
     """What a run does once its pytest wrote results: summary.md and report.html, the
     ``latest`` pointer, the ``--out`` copy; returns what to print: the text report
     (``full``) or the few lines of `run_digest`."""
+    from harness.report.outputs import Outputs
     from harness.report.render import render_report
     from harness.report.rundir import update_latest
-    from harness.store.atomic import write_bytes_atomic
 
     try:
         write_run_reports(run)
         update_latest(reports, run)
         if out is not None:
-            write_bytes_atomic(out, run.results.read_bytes())
+            Outputs({"--out": out}).write("--out", run.results.read_bytes())
             print(f"results also written to {out}")
     except OSError as exc:
         fault = filesystem_fault(exc)

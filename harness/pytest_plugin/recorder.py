@@ -208,9 +208,11 @@ class ResultRecorder:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         skipped = Counter(r["reason"] for r in self.records.values() if r["outcome"] == "skipped")
         if skipped:
+            from harness.report.escape import terminal_line
+
             terminalreporter.section("qharness: skips by reason")
             for reason, count in skipped.most_common():
-                terminalreporter.write_line(f"{count:5d}  {reason}")
+                terminalreporter.write_line(f"{count:5d}  {terminal_line(reason, 2000)}")
         path = self.config.getoption("--qharness-results")
         if path:
             terminalreporter.write_line(f"qharness results: {path}")

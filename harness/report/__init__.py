@@ -5,6 +5,10 @@ Modules, each with its one job:
 
 - ``rundir``: Run ids, the run directory's files, the `latest` pointer and `latest.json` (a
   link through it, so a kill never splits them); a new run sweeps killed runs' temp files.
+- ``outputs``: Where a file named on the command line may be written (`report
+  --out/--html/--summary`, `run --out`): a device or FIFO as a stream; a directory, a path
+  below a file, another run directory's file or a file two outputs name refused (exit 2);
+  anything else atomically.
 - ``results``: The results file (`qharness.results/1`), written atomically, `partial` when
   interrupted.
 - ``frame``, ``runs``: Results (and benchmark JSON) as one row per test per run; loading one

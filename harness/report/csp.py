@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.store.atomic import write_bytes_atomic, write_text_atomic
@@ -42,9 +43,11 @@ def _classes_for_inline_styles(html: str) -> tuple[str, list[str]]:
     return html, [f".{name}{{{css}}}" for css, name in rules.items()]
 
 
-def write_csp_safe(html: str, out: Path) -> list[Path]:
-    """Write ``html`` to ``out`` with its styles and images as same-origin files; returns
-    the files written besides ``out``."""
+def write_csp_safe(
+    html: str, out: Path, write_page: Callable[[Path, str], object] = write_text_atomic
+) -> list[Path]:
+    """Write ``html`` to ``out`` (through ``write_page``: the command's output policy) with
+    its styles and images as same-origin files; returns the files written besides ``out``."""
     out = Path(out)
     assets = out.parent / f"{out.stem}-assets"
     styles = "\n".join(STYLE_ELEMENT.findall(html))
@@ -67,5 +70,5 @@ def write_csp_safe(html: str, out: Path) -> list[Path]:
         write_bytes_atomic(path, data)
         written.append(path)
     write_text_atomic(css, styles + "\n" + "\n".join(inline_rules) + "\n")
-    write_text_atomic(out, html)
+    write_page(out, html)
     return written

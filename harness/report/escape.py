@@ -12,6 +12,8 @@ text, so no escape sequence reaches a terminal and no bidi override reorders wha
 - `md_inline`: one Markdown-inert line (no new sections, links, emphasis, tags, cells):
   `summary.md`, the Markdown report, the text report and what `run` prints.
 - `html_text`: `html.escape`, quotes included: `report.html`.
+- `terminal_line`: one plain line for a terminal (no entities: nothing renders it later):
+  `run`'s skips by reason, `repro`'s printout of a bundle (which comes from another machine).
 """
 
 from __future__ import annotations
@@ -39,6 +41,11 @@ def _fold(text: object, limit: int | None) -> str:
 def one_line(text: object, limit: int = 300) -> str:
     """One inert plain-text line, cut at ``limit``: see the module doc."""
     return _fold(text, limit).replace("&", "&amp;").replace("<", "&lt;")
+
+
+def terminal_line(text: object, limit: int = 300) -> str:
+    """One line safe to print on a terminal: see the module doc."""
+    return _fold(text, limit)
 
 
 def md_inline(text: object, limit: int = 300) -> str:

@@ -25,8 +25,8 @@ Modules, each with its one job:
 - ``atomic``: Atomic writes (temp file + fsync + `os.replace`) and atomic symlink
   replacement.
 - ``tempfiles``: Temp files and staging directories named by their owner (`<host>-<pid>`),
-  and the sweep that removes a dead writer's (a live one's never) on the next write into
-  that directory.
+  and the sweep that removes a dead writer's (a live one's never, nor any name without the
+  owner stamp), each named on stderr, on the next write into that directory.
 - ``locations``: Where `suites/`, `golden/`, `benchmarks/` are: the checkout, or
   `harness/_shipped/` in a wheel (`setup.py` copies them in at build time).
 - ``history``: The Parquet history store: one partition per run, added by staging + rename,

@@ -4,8 +4,9 @@ removes those of a writer that died (SIGKILL, power loss) before renaming them i
 An atomic write or a staged directory is named ``.<base>.<host>-<pid>.<random>.tmp``: the
 next writer into the same directory removes it when its owner is gone: a process of this
 host that no longer exists, or (another host's, or one whose pid was reused) once it is
-older than `STALE_AFTER_S`. A live writer's file is never touched: its pid answers. Names
-from older versions (no owner in them) are removed once older than `STALE_AFTER_S`.
+older than `STALE_AFTER_S`. A live writer's file is never touched: its pid answers. A name
+without that owner stamp (an earlier version's ``.<name>.<8 chars>.tmp``, or a user's file
+of the same shape) is never removed: nothing says it is ours. Each removal is said on stderr.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import re
 import shutil
 import socket
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,9 +26,6 @@ from pathlib import Path
 STALE_AFTER_S = 24 * 3600.0
 
 _OWNED = re.compile(r"\.(?P<base>.+)\.(?P<host>[0-9a-f]{4})-(?P<pid>[0-9]{1,10})\.[^./]+\.tmp")
-# What earlier versions made: mkstemp's ``.<name>.<8 chars>.tmp``, the link's
-# ``.<name>.<pid>.tmp`` and the history's ``.staging-<8 chars>`` (owner unknown).
-_LEGACY = re.compile(r"\.(?:.+\.(?:[A-Za-z0-9_]{8}|[0-9]{1,10})\.tmp|staging-[A-Za-z0-9_]{8})")
 
 
 def host_tag() -> str:
@@ -67,22 +66,21 @@ def _process_exists(pid: int) -> bool:
 def is_stale(entry: Path, now: float | None = None) -> bool:
     """Whether ``entry`` (a temp file or staging directory) belongs to a dead writer."""
     owned = _OWNED.fullmatch(entry.name)
-    if owned is None and _LEGACY.fullmatch(entry.name) is None:
-        return False  # not a temp name: never ours to remove
+    if owned is None:
+        return False  # no owner stamp: never ours to remove
     try:
         age = (time.time() if now is None else now) - entry.lstat().st_mtime
     except OSError:
         return False  # gone already
-    mine = owned is not None and owned["host"] == host_tag()
-    if mine and owned is not None and not _process_exists(int(owned["pid"])):
+    if owned["host"] == host_tag() and not _process_exists(int(owned["pid"])):
         return True
-    return age > STALE_AFTER_S  # a reused pid, another host's, or an earlier version's
+    return age > STALE_AFTER_S  # a reused pid, or another host's
 
 
 def sweep_stale(directory: Path) -> list[Path]:
     """Remove the dead writers' temp files and staging directories directly in
-    ``directory``; returns what was removed. Never fails a write: an entry that cannot be
-    removed (read-only, raced by another sweeper) is left."""
+    ``directory``, each named on stderr; returns what was removed. Never fails a write: an
+    entry that cannot be removed (read-only, raced by another sweeper) is left."""
     removed: list[Path] = []
     try:
         entries = list(os.scandir(directory))
@@ -99,6 +97,7 @@ def sweep_stale(directory: Path) -> list[Path]:
         except OSError:
             continue
         removed.append(Path(item.path))
+        print(f"qharness: removed {item.path} (left by a writer that died)", file=sys.stderr)
     return removed
 
 

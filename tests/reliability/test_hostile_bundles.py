@@ -151,6 +151,33 @@ def test_metadata_objects_of_the_wrong_type_are_one_clear_error(
     assert_clear_error(err, f"field {field!r} must be an object")
 
 
+HOSTILE = "cpu\x1b]0;owned\x07\x1b[2J\n## forged heading\r\n- [x](javascript:alert(1))"
+
+
+def test_a_bundles_fields_reach_the_terminal_inert(
+    genuine: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Reported: `repro` printed a bundle's platform and failure (a bundle comes from
+    another machine) with raw escape sequences and lines of their own."""
+    meta = {
+        **read_bundle(genuine).meta,
+        "platform": {"device": HOSTILE, "arch": HOSTILE},
+        "failure": HOSTILE,
+        "nodeid": HOSTILE,
+    }
+    status, out, err = _repro(_rewrite(genuine, tmp_path / "b.safetensors", meta=meta), capsys)
+    assert status == 0, out + err
+    assert "\x1b" not in out
+    assert "\x07" not in out
+    assert "\r" not in out
+    assert not [
+        line
+        for line in out.splitlines()
+        if "forged" in line and "case" not in line and "failed" not in line
+    ]
+    assert "\\u001b]0;owned" in out  # shown, not sent
+
+
 def test_an_nvfp4_bundle_keeps_its_per_tensor_scale(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -191,20 +191,44 @@ def test_a_live_writers_temp_file_is_never_removed(tmp_path: Path) -> None:
         sleeper.wait()
 
 
-def test_another_hosts_temp_file_goes_once_it_is_a_day_old(tmp_path: Path) -> None:
-    """A temp file whose owner cannot be asked (another host on a shared file system, or a
-    name from an earlier version) is removed once older than any write takes."""
+def test_another_hosts_temp_file_goes_once_it_is_a_day_old(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A temp file whose owner cannot be asked (another host on a shared file system) is
+    removed once older than any write takes, and the removal is said on stderr."""
     other_host = "0000" if host_tag() != "0000" else "ffff"
     remote = tmp_path / f".results.json.{other_host}-1.abcd1234.tmp"
-    legacy = tmp_path / ".latest.json.k3j_x9qa.tmp"
-    recent_legacy = tmp_path / ".summary.md.p0q1r2s3.tmp"
-    for path in (remote, legacy, recent_legacy):
+    recent_remote = tmp_path / f".summary.md.{other_host}-2.abcd1234.tmp"
+    for path in (remote, recent_remote):
         path.write_text("partial")
     old = time.time() - STALE_AFTER_S - 60
     os.utime(remote, (old, old))
-    os.utime(legacy, (old, old))
     write_text_atomic(tmp_path / "results.json", "new")
-    assert sorted(p.name for p in tmp_path.iterdir()) == [recent_legacy.name, "results.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [recent_remote.name, "results.json"]
+    assert f"removed {remote}" in capsys.readouterr().err
+
+
+def test_old_files_without_an_owner_stamp_are_never_swept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Reported: the sweep deleted a user's day-old files (and directories, with everything
+    in them) whose names merely had the shape earlier versions used for temp files."""
+    user_file = tmp_path / ".latest.json.k3j_x9qa.tmp"
+    pid_shaped = tmp_path / ".notes.12345.tmp"
+    user_dir = tmp_path / ".staging-abcdefgh"
+    user_dir.mkdir()
+    (user_dir / "thesis.tex").write_text("years of work")
+    for path in (user_file, pid_shaped):
+        path.write_text("mine")
+    old = time.time() - 30 * STALE_AFTER_S
+    for path in (user_file, pid_shaped, user_dir):
+        os.utime(path, (old, old))
+    write_text_atomic(tmp_path / "results.json", "new")
+    create_run_dir(tmp_path, "20261202T0300Z-cpu-aaaa")  # the reports/ sweep
+    assert (user_dir / "thesis.tex").read_text() == "years of work"
+    assert user_file.read_text() == "mine"
+    assert pid_shaped.read_text() == "mine"
+    assert "removed" not in capsys.readouterr().err
 
 
 def test_own_temp_names_name_their_owner() -> None:
