@@ -35,6 +35,9 @@ def cmd_repro(args: argparse.Namespace) -> int:
     origin = bundle.meta.get("platform") or {}
     print(f"case    {bundle.meta.get('nodeid')}")
     print(f"failed  on {origin.get('device')}/{origin.get('arch')}: {bundle.meta.get('failure')}")
-    verdict = rerun(bundle, args.path)
+    try:
+        verdict = rerun(bundle, args.path)
+    except ReproError as exc:  # the re-runner's message names the tensor, not the file
+        raise ReproError(f"{args.bundle}: {exc}") from None
     print(verdict.text())
     return EXIT_OK if verdict.ok else EXIT_FAILED
