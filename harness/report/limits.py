@@ -64,6 +64,23 @@ def text_problem(text: str) -> str | None:
     return None
 
 
+def writable(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings (keys too) written as its
+    ``\\udcff`` escape text: what a run records (a failure message holding a file name's
+    undecodable bytes, say) is kept, readably, and never makes its results file refused."""
+    if isinstance(value, str):
+        return (
+            value
+            if text_problem(value) is None
+            else value.encode("utf-8", "backslashreplace").decode()
+        )
+    if isinstance(value, dict):
+        return {writable(k): writable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [writable(v) for v in value]
+    return value
+
+
 def value_problem(value: Any, where: str) -> str | None:
     """The first value inside ``value`` (keys too) that breaks the limits, named by its
     place from ``where``; None when all hold. Iterative: nesting costs no recursion."""

@@ -21,7 +21,13 @@ from typing import Any
 
 from harness.core.files import UnreadableFileError, read_regular_file
 from harness.errors import QHarnessError, filesystem_fault
-from harness.report.limits import INT64_MAX, json_decoder, path_problem, value_problem
+from harness.report.limits import (
+    INT64_MAX,
+    json_decoder,
+    path_problem,
+    value_problem,
+    writable,
+)
 from harness.report.models_section import NUMERIC_METRICS as MODEL_NUMERIC_METRICS
 from harness.store.atomic import write_text_atomic
 from harness.version import __version__
@@ -81,7 +87,8 @@ def write_results(
         "summary": summarize(records),
         "records": sorted(records, key=lambda r: str(r["nodeid"])),
     }
-    text = json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n"
+    # what is written reads back: a lone surrogate (see `writable`) would make it refused
+    text = json.dumps(writable(doc), indent=1, sort_keys=True, default=str) + "\n"
     try:
         write_text_atomic(path, text)
         return Path(path)

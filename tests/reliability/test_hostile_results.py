@@ -17,7 +17,7 @@ from reliability_helpers import assert_clear_error, tree_fingerprint
 
 from harness.cli import main
 from harness.errors import EXIT_USAGE
-from harness.report.results import SCHEMA, ResultsError, read_results
+from harness.report.results import SCHEMA, ResultsError, read_results, write_results
 from harness.report.runs import open_history
 from harness.store.history import HistoryError
 from tests.conftest import run_cli
@@ -360,3 +360,16 @@ def test_a_history_directory_that_is_a_symlink_loop_is_one_clear_error(
         assert_clear_error(err, str(loop), "symlink loop")
     with pytest.raises(HistoryError, match="symlink loop"):
         open_history(loop)
+
+
+def test_what_a_run_records_reads_back_within_the_limits(tmp_path: Path) -> None:
+    """A failure message or skip reason holding a lone surrogate (undecodable bytes of a
+    file name, say) is written as its escape text, so the run's file is never refused."""
+    record = copy.deepcopy(VALID["records"][0])
+    record |= {"outcome": "skipped", "reason": "no such file: bad\udcffname"}
+    record["metrics"]["note\udc80"] = "x"
+    path = write_results(tmp_path / "results.json", [record], exitstatus=0)
+    doc = read_results(path)
+    assert doc["records"][0]["reason"] == "no such file: bad\\udcffname"
+    assert doc["summary"]["skip_reasons"] == {"no such file: bad\\udcffname": 1}
+    assert doc["records"][0]["metrics"]["note\\udc80"] == "x"
