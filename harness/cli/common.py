@@ -9,6 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from harness.errors import UsageError
+
 SIMULATE_HELP = (
     "simulate a GPU arch on this CPU with Triton's interpreter: triton-interpret:gfx942, "
     "triton-interpret:gfx950 or triton-interpret:sm_90 (sets QHARNESS_SIMULATE and "
@@ -21,8 +23,14 @@ def print_json(obj: Any) -> None:
 
 
 def caller_path(value: str) -> Path:
-    """A path from the command line, relative to the caller's working directory."""
-    return (Path.cwd() / Path(value).expanduser()).resolve()
+    """A path from the command line, relative to the caller's working directory; a symlink
+    loop on the way is a `UsageError` naming it (pathlib's own error is a RuntimeError)."""
+    try:
+        return (Path.cwd() / Path(value).expanduser()).resolve()
+    except RuntimeError as exc:  # "Symlink loop from ..." (Python < 3.13)
+        raise UsageError(
+            f"{value}: a symlink loop ({exc}); name a real file or directory"
+        ) from None
 
 
 def output_path(value: str) -> Path:

@@ -37,6 +37,9 @@ def cmd_repro(args: argparse.Namespace) -> int:
     where = terminal_line(f"{origin.get('device')}/{origin.get('arch')}")
     print(f"case    {terminal_line(bundle.meta.get('nodeid'))}")
     print(f"failed  on {where}: {terminal_line(bundle.meta.get('failure'), 2000)}")
-    verdict = rerun(bundle, args.path)
+    try:
+        verdict = rerun(bundle, args.path)
+    except ReproError as exc:  # the re-runner's message names the tensor, not the file
+        raise ReproError(f"{args.bundle}: {exc}") from None
     print(verdict.text())
     return EXIT_OK if verdict.ok else EXIT_FAILED

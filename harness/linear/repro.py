@@ -18,12 +18,13 @@ from typing import Any
 import torch
 
 from harness.core.checks import CheckResult
+from harness.core.formats import get_format
 from harness.core.quantize import QuantizedLinear, QuantizedTensor, scale_grid
 from harness.core.schemes import Scheme, get_scheme
 from harness.linear.cases import OUT_DTYPES
 from harness.linear.checks import ExpectedOutput, linear_checks
 from harness.linear.paths import get_path, linear_paths
-from harness.paths import LinearPath
+from harness.paths import LinearPath, LinearProblem
 from harness.paths.base import is_reference
 from harness.platform.info import detect
 from harness.store.repro import Bundle, ReproError
@@ -123,6 +124,20 @@ def _check_operands(scheme: Scheme, t: dict[str, torch.Tensor]) -> None:
                 f"{shape} {kind} for x {(m, k)} and {n} output features (a damaged or "
                 "hand-edited bundle)"
             )
+    _check_codes(scheme, codes)
+
+
+def _check_codes(scheme: Scheme, codes: torch.Tensor) -> None:
+    """Every weight code is one of its format's (a 4-bit format has 16): a flipped byte or
+    a hand-edited code is a `ReproError`, never an index error from inside the decoder."""
+    fmt = get_format(scheme.weight.format)
+    limit = 1 << fmt.bits
+    if codes.numel() and int(codes.max()) >= limit:
+        bad = int((codes >= limit).sum())
+        raise ReproError(
+            f"linear bundle: w_codes holds {bad} code(s) above {limit - 1}, the largest "
+            f"{fmt.name} code (a damaged or hand-edited bundle)"
+        )
 
 
 SCALAR_TENSORS = ("cancellation_db", "roundings")
@@ -160,8 +175,18 @@ def rerun_linear(bundle: Bundle, path_name: str | None = None) -> ReproVerdict:
         x = t["x"]
     except KeyError as exc:
         raise ReproError(f"linear bundle lacks {exc}") from None
-    path = _installed_path(path_name, chosen=path_name != str(case.get("path")))
-    device = detect().torch_device
+    chosen = path_name != str(case.get("path"))
+    path = _installed_path(path_name, chosen)
+    platform = detect()
+    problem = LinearProblem(x.shape[0], t["w_codes"].shape[0], x.shape[1], "bias" in t, out_dtype)
+    support = path.supports(scheme, problem, platform)
+    if not support.ok:
+        flag = f"--path {path_name}" if chosen else f"the bundle's path {path_name!r}"
+        raise ReproError(
+            f"{flag} cannot run this {scheme.name} case here: {support.reason}; "
+            "rerun with --path emulated to check it against the reference"
+        )
+    device = platform.torch_device
     layer, x = layer.to(device), x.to(device)
     y = path.forward(layer, x, out_dtype).cpu()
     y_emulated = None

@@ -9,6 +9,10 @@ Modules, each with its one job:
   --out/--html/--summary`, `run --out`): a device or FIFO as a stream; a directory, a path
   below a file, another run directory's file or a file two outputs name refused (exit 2);
   anything else atomically.
+- ``limits``: The limits every value read from a results file or run path must keep, checked
+  once where it is read (integers within int64, numbers within float64, text without lone
+  surrogates, paths that decode as UTF-8), so no later step (history, report) meets one it
+  cannot hold.
 - ``results``: The results file (`qharness.results/1`), written atomically, `partial` when
   interrupted.
 - ``frame``, ``runs``: Results (and benchmark JSON) as one row per test per run; loading one

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import math
 import os
 import sys
 import tempfile
@@ -22,6 +21,13 @@ from typing import Any
 
 from harness.core.files import UnreadableFileError, read_regular_file
 from harness.errors import QHarnessError, filesystem_fault
+from harness.report.limits import (
+    INT64_MAX,
+    json_decoder,
+    path_problem,
+    value_problem,
+    writable,
+)
 from harness.report.models_section import NUMERIC_METRICS as MODEL_NUMERIC_METRICS
 from harness.store.atomic import write_text_atomic
 from harness.version import __version__
@@ -81,7 +87,8 @@ def write_results(
         "summary": summarize(records),
         "records": sorted(records, key=lambda r: str(r["nodeid"])),
     }
-    text = json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n"
+    # what is written reads back: a lone surrogate (see `writable`) would make it refused
+    text = json.dumps(writable(doc), indent=1, sort_keys=True, default=str) + "\n"
     try:
         write_text_atomic(path, text)
         return Path(path)
@@ -116,6 +123,9 @@ PLATFORM_FIELDS = ("device", "arch", "name", "torch_version")
 def read_results(path: Path) -> dict[str, Any]:
     """The parsed, validated results document; any problem is one `ResultsError` line naming
     the file and the field (never a traceback from deep inside the report)."""
+    unnamed = path_problem(Path(path))
+    if unnamed:
+        raise ResultsError(f"results file: {unnamed}")
     try:
         raw = read_regular_file(path, "results file")
     except UnreadableFileError as exc:
@@ -128,7 +138,7 @@ def read_results(path: Path) -> dict[str, Any]:
             f"results file {path} is not UTF-8 (byte {exc.start}: {raw[exc.start : exc.end]!r})"
         ) from None
     try:
-        doc = json.loads(text)
+        doc = json_decoder().decode(text)
     except json.JSONDecodeError as exc:
         raise ResultsError(f"results file {path} is not valid JSON ({exc})") from None
     except RecursionError:
@@ -154,6 +164,11 @@ def results_problem(doc: Any) -> str | None:
     """What is wrong with a parsed results document, naming the field; None when valid."""
     if not isinstance(doc, dict):
         return f"the document must be a JSON object, got {type(doc).__name__}"
+    for name, value in doc.items():
+        if name != "records":  # each record is checked below, with its own fields
+            problem = value_problem(value, name)
+            if problem:
+                return f"field {problem}"
     if doc.get("schema") != SCHEMA:
         return f"schema {_show(doc.get('schema'))}, expected {SCHEMA!r}"
     if not isinstance(doc.get("created"), str):
@@ -188,6 +203,9 @@ def results_problem(doc: Any) -> str | None:
 def _record_problem(record: Any) -> str | None:
     if not isinstance(record, dict):
         return f" must be an object, got {_show(record)}"
+    problem = value_problem(record, "")
+    if problem:
+        return problem
     if not isinstance(record.get("nodeid"), str) or not record["nodeid"]:
         return f".nodeid must be a non-empty string, got {_show(record.get('nodeid'))}"
     if record.get("outcome") not in OUTCOMES:
@@ -210,6 +228,9 @@ def _record_problem(record: Any) -> str | None:
         value = metrics.get(name)
         if value is not None and not _is_number(value):
             return f".metrics.{name} must be a number or null, got {_show(value)}"
-        if value is not None and name in COUNT_METRICS and not (0 <= value < math.inf):
-            return f".metrics.{name} must be a finite count >= 0 or null, got {_show(value)}"
+        if value is not None and name in COUNT_METRICS and not (0 <= value <= INT64_MAX):
+            return (
+                f".metrics.{name} must be a count from 0 to {INT64_MAX} (int64) or null, "
+                f"got {_show(value)}"
+            )
     return None

@@ -20,6 +20,7 @@ from typing import Any
 
 from harness.errors import QHarnessError
 from harness.platform.simulate import key_of
+from harness.report.limits import path_problem
 from harness.store.atomic import point_symlink_atomic, write_bytes_atomic, write_text_atomic
 from harness.store.tempfiles import sweep_stale
 
@@ -160,8 +161,12 @@ def resolve_latest(reports: Path) -> RunDir | None:
 
 
 def results_path(run: Path) -> Path:
-    """A run given as its directory or as a results file -> the results file."""
+    """A run given as its directory or as a results file -> the results file; a path that
+    no report or run id can name (not UTF-8) is a `RunDirError`."""
     run = Path(run)
+    unnamed = path_problem(run)
+    if unnamed:
+        raise RunDirError(f"run {unnamed}")
     if run.is_dir():
         return RunDir(run).results
     return run

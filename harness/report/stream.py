@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import QHarnessError
+from harness.report.limits import json_decoder
 from harness.report.results import _record_problem, results_problem
 
 CHUNK = 1 << 20
@@ -41,7 +42,7 @@ class _Buffer:
         self.pos = 0
         self.eof = False
         self.utf8 = codecs.getincrementaldecoder("utf-8")()
-        self.json = json.JSONDecoder()
+        self.json = json_decoder()
 
     def fill(self) -> None:
         if self.eof:

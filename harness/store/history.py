@@ -10,6 +10,7 @@ and their meaning are the caller's (`harness.report.frame`), documented in docs/
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -37,6 +38,11 @@ class HistoryStore:
     def __init__(self, root: Path, schema_name: str) -> None:
         self.root = Path(root)
         self.schema_name = schema_name
+        try:
+            os.stat(self.root)
+        except OSError as exc:  # pathlib's exists() reads a loop as "absent"
+            if exc.errno == errno.ELOOP:
+                raise HistoryError(f"history {self.root} is a symlink loop") from None
         if self.root.exists() and not self.root.is_dir():
             raise HistoryError(f"history {self.root} exists and is not a directory")
 

@@ -1,6 +1,8 @@
 """`repro` on a damaged or hand-edited bundle: tampered tensor shapes or dtypes, metadata
 nested past any bundle's, ``case`` or ``platform`` of the wrong JSON type. Reported: each
-was "internal error", exit 3. Each is one clear line naming what is wrong, exit 2.
+was "internal error", exit 3. Each is one clear line naming what is wrong, exit 2. So are
+weight codes past the format's last (a flipped byte in an FP4 bundle), ``--path native`` on
+a scheme with no native kernel, and a bundle path that is a symlink loop.
 
 Also: a two-level (NVFP4) weight's per-tensor scale was not kept in bundles, so re-running
 an NVFP4 case that passed in the suite failed; it is kept now, and an older bundle without
@@ -192,3 +194,59 @@ def test_an_nvfp4_bundle_keeps_its_per_tensor_scale(
     status, out, err = _repro(_rewrite(bundle, tmp_path / "old.safetensors", older), capsys)
     assert status == 2, out + err
     assert_clear_error(err, "lacks w_global_scale", "run the case again")
+
+
+# Reported: FP4 codes above 15, or one flipped byte in a bundle's weight codes, crashed the
+# decoder (IndexError, exit 3); `--path native` on an NVFP4 bundle, which `--help` offers,
+# and a bundle that is a symlink loop were internal errors too. Each is one line, exit 2.
+@pytest.fixture(scope="module")
+def nvfp4(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _bundle(tmp_path_factory.mktemp("nvfp4"), "w_nvfp4")
+
+
+def test_fp4_codes_above_15_are_one_clear_error(
+    nvfp4: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tensors = dict(read_bundle(nvfp4).tensors)
+    codes = tensors["w_codes"].clone()
+    codes[0, 0] = 16  # one past e2m1's largest code
+    tensors["w_codes"] = codes
+    target = _rewrite(nvfp4, tmp_path / "codes.safetensors", tensors)
+    status, out, err = _repro(target, capsys)
+    assert status == 2, out + err
+    assert_clear_error(err, str(target), "w_codes holds 1 code(s) above 15", "damaged")
+
+
+def test_a_flipped_byte_in_the_codes_is_one_clear_error(
+    nvfp4: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = bytearray(nvfp4.read_bytes())
+    header_len = int.from_bytes(data[:8], "little")
+    start, _ = json.loads(data[8 : 8 + header_len])["w_codes"]["data_offsets"]
+    data[8 + header_len + start] ^= 0x80  # the top bit of the first code: 128 or more
+    target = tmp_path / "flipped.safetensors"
+    target.write_bytes(bytes(data))
+    status, out, err = _repro(target, capsys)
+    assert status == 2, out + err
+    assert_clear_error(err, str(target), "w_codes holds 1 code(s) above 15")
+
+
+def test_native_on_a_scheme_without_a_native_kernel_is_one_clear_error(
+    nvfp4: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = cli.main(["repro", str(nvfp4), "--path", "native"])
+    out, err = capsys.readouterr()
+    assert status == 2, out + err
+    assert_clear_error(err, "--path native cannot run this w_nvfp4 case", "--path emulated")
+
+
+@pytest.mark.parametrize("hops", [1, 2])
+def test_a_bundle_that_is_a_symlink_loop_is_one_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], hops: int
+) -> None:
+    links = [tmp_path / f"loop{i}.safetensors" for i in range(hops)]
+    for i, link in enumerate(links):
+        link.symlink_to(links[(i + 1) % hops])
+    status, out, err = _repro(links[0], capsys)
+    assert status == 2, out + err
+    assert_clear_error(err, str(links[0]), "symlink loop")

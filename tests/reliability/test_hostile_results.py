@@ -17,7 +17,9 @@ from reliability_helpers import assert_clear_error, tree_fingerprint
 
 from harness.cli import main
 from harness.errors import EXIT_USAGE
-from harness.report.results import SCHEMA, ResultsError, read_results
+from harness.report.results import SCHEMA, ResultsError, read_results, write_results
+from harness.report.runs import open_history
+from harness.store.history import HistoryError
 from tests.conftest import run_cli
 
 PROBES = settings(max_examples=40, deadline=None)
@@ -227,3 +229,147 @@ def test_a_peak_that_is_no_byte_count_is_refused_not_crashed_on(tmp_path: Path, 
     done = run_cli("report", "--results", str(path))
     assert done.returncode == 2, done.stderr
     assert "peak_bytes" in done.stderr
+
+
+# Values that passed validation and broke a later step (each was exit 3 in `report`,
+# `report --results` or `history add`): now refused where the file is read, one line
+# naming the file and what is wrong, exit 2 (`history add` skips the run with that line).
+DIGITS = "1" + "0" * 99_999  # a number of 100 000 digits
+PEAK, SQNR = "records[0].metrics.peak_bytes", "records[0].metrics.sqnr_db"
+OUT_OF_LIMITS = {
+    "peak-1e30": (('"peak_bytes": 1024', '"peak_bytes": 1' + "0" * 30), (PEAK, "int64")),
+    "int-metric-100k-digits": (('"sqnr_db": 30.0', f'"sqnr_db": {DIGITS}'), (SQNR, "int64")),
+    "exitstatus-100k-digits": (
+        ('"exitstatus": 0', f'"exitstatus": {DIGITS}'),
+        ("field exitstatus", "100000 digits", "int64"),
+    ),
+    "float-100k-digits": (
+        ('"duration_s": 0.01', f'"duration_s": {DIGITS}.5'),
+        ("records[0].duration_s", "float64"),
+    ),
+    "float-1e400": (('"sqnr_db": 30.0', '"sqnr_db": 1e400'), (SQNR, "float64")),
+    "float-peak-1e30": (('"peak_bytes": 1024', '"peak_bytes": 1e30'), (PEAK, "int64")),
+    "surrogate-reason": (
+        ('"reason": null', '"reason": "why \\ud800"'),
+        ("records[0].reason", "lone surrogate"),
+    ),
+    "surrogate-nodeid": (("case0]", "case0\\udc80]"), ("records[0].nodeid", "lone surrogate")),
+    "surrogate-key": (('"kernel"', '"\\udfff"'), ("records[0].metrics", "key", "surrogate")),
+    "surrogate-platform": (
+        ('"name": "cpu"', '"name": "\\ud83d"'),
+        ("field platform.name", "lone surrogate"),
+    ),
+}
+
+
+def _out_of_limits(tmp_path: Path, case: str) -> Path:
+    (old, new), _ = OUT_OF_LIMITS[case]
+    text = json.dumps(VALID)
+    assert old in text
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.json").write_text(text.replace(old, new, 1))
+    return run
+
+
+@pytest.mark.parametrize("case", sorted(OUT_OF_LIMITS))
+def test_values_past_the_limits_are_refused_where_read(tmp_path: Path, case: str) -> None:
+    run = _out_of_limits(tmp_path, case)
+    _check(run / "results.json", *OUT_OF_LIMITS[case][1])
+
+
+def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    status = main(argv)
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+@pytest.mark.parametrize("case", sorted(OUT_OF_LIMITS))
+def test_values_past_the_limits_are_exit_2_in_every_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    run = _out_of_limits(tmp_path, case)
+    words = OUT_OF_LIMITS[case][1]
+    for argv in (
+        ["report", "--results", str(run / "results.json")],
+        ["report", str(run), "--html", str(tmp_path / "r.html")],
+    ):
+        status, out, err = _cli(argv, capsys)
+        assert status == EXIT_USAGE, out + err
+        assert_clear_error(err, str(run / "results.json"), *words)
+    history = tmp_path / "history"
+    status, out, err = _cli(["history", "add", str(run), "--history", str(history)], capsys)
+    assert status == 0, out + err
+    assert_clear_error(err, f"{run}: skipped: results file", *words)
+    assert "0 run(s)" in out
+
+
+def test_the_limits_themselves_are_accepted(tmp_path: Path, capsys) -> None:
+    """The largest int64 peak, the ``Infinity`` SQNR of an exact result and non-ASCII text
+    are valid: the limits refuse only what a later step cannot hold."""
+    doc = copy.deepcopy(VALID)
+    doc["records"][0]["metrics"]["peak_bytes"] = 2**63 - 1
+    doc["records"][1]["metrics"]["sqnr_db"] = float("inf")
+    doc["records"][2]["reason"] = "skipped: µs, ✓, 😀"
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.json").write_text(json.dumps(doc))
+    assert len(read_results(run / "results.json")["records"]) == 3
+    status, out, err = _cli(["report", "--results", str(run / "results.json")], capsys)
+    assert status == 0, out + err
+    status, out, err = _cli(["history", "add", str(run), "--history", str(tmp_path / "h")], capsys)
+    assert status == 0, out + err
+    assert "run: added" in out
+
+
+def test_a_run_directory_named_with_non_utf8_bytes_is_one_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = Path(os.fsdecode(os.fsencode(tmp_path) + b"/night\xff-run"))
+    run.mkdir()
+    (run / "results.json").write_text(json.dumps(VALID))
+    for argv in (
+        ["report", "--results", str(run / "results.json")],
+        ["report", str(run), "--html", str(tmp_path / "r.html")],
+    ):
+        status, out, err = _cli(argv, capsys)
+        assert status == EXIT_USAGE, out + err
+        assert_clear_error(err, "night\\xff-run", "not valid UTF-8")
+    history = tmp_path / "history"
+    status, out, err = _cli(["history", "add", str(run), "--history", str(history)], capsys)
+    assert status == 0, out + err
+    assert_clear_error(err, "skipped", "not valid UTF-8")
+    assert "0 run(s)" in out
+
+
+def test_a_history_directory_that_is_a_symlink_loop_is_one_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.json").write_text(json.dumps(VALID))
+    loop = tmp_path / "history"
+    loop.symlink_to(loop)
+    for argv in (
+        ["history", "add", str(run), "--history", str(loop)],
+        ["history", "list", "--history", str(loop)],
+        ["report", str(run), "--history", str(loop)],
+    ):
+        status, out, err = _cli(argv, capsys)
+        assert status == EXIT_USAGE, out + err
+        assert_clear_error(err, str(loop), "symlink loop")
+    with pytest.raises(HistoryError, match="symlink loop"):
+        open_history(loop)
+
+
+def test_what_a_run_records_reads_back_within_the_limits(tmp_path: Path) -> None:
+    """A failure message or skip reason holding a lone surrogate (undecodable bytes of a
+    file name, say) is written as its escape text, so the run's file is never refused."""
+    record = copy.deepcopy(VALID["records"][0])
+    record |= {"outcome": "skipped", "reason": "no such file: bad\udcffname"}
+    record["metrics"]["note\udc80"] = "x"
+    path = write_results(tmp_path / "results.json", [record], exitstatus=0)
+    doc = read_results(path)
+    assert doc["records"][0]["reason"] == "no such file: bad\\udcffname"
+    assert doc["summary"]["skip_reasons"] == {"no such file: bad\\udcffname": 1}
+    assert doc["records"][0]["metrics"]["note\\udc80"] == "x"
