@@ -9,6 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from harness.errors import UsageError
+
 SIMULATE_HELP = (
     "simulate a GPU arch on this CPU with Triton's interpreter: triton-interpret:gfx942, "
     "triton-interpret:gfx950 or triton-interpret:sm_90 (sets QHARNESS_SIMULATE and "
@@ -20,16 +22,30 @@ def print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, sort_keys=True))
 
 
+def working_directory() -> Path:
+    """The caller's working directory, or a usage error when it was deleted (a shell left
+    in a removed folder): torch's import dies there with an unnamed cause."""
+    try:
+        return Path.cwd()
+    except FileNotFoundError:
+        raise UsageError(
+            "the working directory no longer exists (deleted after the shell entered it); "
+            "cd to an existing directory and rerun"
+        ) from None
+
+
 def caller_path(value: str) -> Path:
-    """A path from the command line, relative to the caller's working directory."""
-    return (Path.cwd() / Path(value).expanduser()).resolve()
+    """A path from the command line, relative to the caller's working directory (an
+    absolute path needs none: it works from a deleted one)."""
+    path = Path(value).expanduser()
+    return (path if path.is_absolute() else working_directory() / path).resolve()
 
 
 def default_reports_dir() -> Path:
     """``reports/`` of the checkout, or ``./reports`` when running from an installed wheel."""
     from harness.store.locations import CHECKOUT_ROOT, is_checkout
 
-    return CHECKOUT_ROOT / "reports" if is_checkout() else Path.cwd() / "reports"
+    return CHECKOUT_ROOT / "reports" if is_checkout() else working_directory() / "reports"
 
 
 def apply_simulation(args: argparse.Namespace) -> None:
