@@ -53,7 +53,14 @@ from harness.core.files import (
     is_safe_relative_name,
     read_regular_file,
 )
-from harness.errors import EXIT_FAILED, EXIT_USAGE, QHarnessError, UnsafePathError
+from harness.errors import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    FileSystemError,
+    QHarnessError,
+    UnsafePathError,
+    filesystem_fault,
+)
 from harness.store.locations import golden_root
 from harness.store.packing import PACKED_WIDTHS, pack_bits, packed_width, unpack_bits
 from harness.version import __version__
@@ -397,7 +404,17 @@ class GoldenStore:
         """The validated manifest; finishes (or undoes) an interrupted refresh first."""
         if self.journal_path.exists() or self.journal_path.is_symlink():
             with self._lock(purpose="finish an interrupted refresh"):
-                self._recover()
+                try:
+                    self._recover()
+                except OSError as exc:
+                    fault = filesystem_fault(exc)
+                    if fault is None:
+                        raise
+                    raise FileSystemError(
+                        f"{self.root} holds an interrupted refresh ({JOURNAL_NAME}) that must "
+                        f"be finished before it is read, and the store refused it: {fault}; "
+                        "make the store writable and rerun, or restore it from git"
+                    ) from None
         return self._read_manifest()
 
     def _read_manifest(self) -> dict[str, Any]:
