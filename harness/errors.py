@@ -14,6 +14,7 @@ import errno
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL, EXIT_FILESYSTEM = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130  # the shell's status for a SIGINT-terminated command
+EXIT_BROKEN_PIPE = 141  # the shell's status for a SIGPIPE-terminated one: stdout's reader left
 
 # errno -> what the file system refused: faults of the machine or its setup, never of qharness
 FILESYSTEM_ERRNOS: dict[int, str] = {

@@ -18,20 +18,48 @@ set, into ``reports/engine-<engine>-<arch>.json``. ``vllm-triton`` and ``models`
 reuse the vllm venv; ``models`` runs real checkpoints made by llm-compressor and AMD
 Quark through vLLM (suites/test_models.py, docs/MODELS.md). Prints the seconds spent installing
 and running. Standard library only.
+
+Every failure is one line on stderr, never a traceback, with the exit codes of
+harness/errors.py (docs/CLI.md): 2 for bad input (``QHARNESS_TORCH_VERSION`` that is not
+a version, a ``--venv`` folder that is not a venv), 1 when pip or torch's import fails, 4 when
+the file system refuses (read-only, full), 130 on Ctrl-C; otherwise pytest's status. A venv
+left without a working pip (a Ctrl-C while it was being made) is rebuilt by the next run.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import re
 import subprocess
+import sys
 import tempfile
 import time
 import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TORCH_VERSION = os.environ.get("QHARNESS_TORCH_VERSION", "2.13.0")
+DEFAULT_TORCH_VERSION = "2.13.0"
+# A PEP 440 release with an optional local tag (2.13.0, 2.13.0+cpu, 2.14.0.dev20260101).
+TORCH_VERSION_PATTERN = re.compile(
+    r"[0-9]+(\.[0-9]+)*((a|b|rc|\.post|\.dev)[0-9]+)*(\+[a-z0-9.]+)?"
+)
+
+# The exit codes of harness/errors.py (this script cannot import harness: it runs on a
+# bare python3).
+EXIT_FAILED, EXIT_USAGE, EXIT_FILESYSTEM, EXIT_INTERRUPTED = 1, 2, 4, 130
+# errno -> what the file system refused (harness/errors.py's FILESYSTEM_ERRNOS, in short)
+FILESYSTEM_ERRNOS: dict[int, str] = {
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EROFS: "read-only file system",
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EIO: "input/output error",
+}
+# What a venv folder may hold before its pyvenv.cfg is written (EnvBuilder makes these first).
+VENV_SKELETON = frozenset({"bin", "include", "lib", "lib64", "Scripts", "Include", "Lib"})
 
 # engine -> (adapter folder, pytest files, -k expression)
 ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
@@ -149,24 +177,83 @@ TOOL_PACKAGES: dict[str, tuple[str, ...]] = {
 }
 
 
+class EngineError(Exception):
+    """A failure this script reports as one line with ``exit_code``, never a traceback."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def torch_version() -> str:
+    """``QHARNESS_TORCH_VERSION`` (default 2.13.0), refused before anything is installed
+    when it is not a version: pip would read ``2.13; rm`` or ``>=2`` as something else."""
+    value = os.environ.get("QHARNESS_TORCH_VERSION", DEFAULT_TORCH_VERSION)
+    if not TORCH_VERSION_PATTERN.fullmatch(value):
+        raise EngineError(
+            f"QHARNESS_TORCH_VERSION={value!r} is not a torch version"
+            f" (e.g. {DEFAULT_TORCH_VERSION})",
+            EXIT_USAGE,
+        )
+    return value
+
+
 def run(*cmd: str) -> None:
+    """Run an install step; a failure is an `EngineError` naming the command."""
     print("+ " + " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
+    status = subprocess.run(cmd).returncode
+    if status != 0:
+        raise EngineError(
+            f"{' '.join(cmd[1:])} exited {status} (its output is above); the venv is kept "
+            "and the next run resumes",
+            EXIT_FAILED,
+        )
+
+
+def has_pip(python: Path) -> bool:
+    """Whether ``python`` exists and runs pip: a Ctrl-C inside ensurepip leaves a venv
+    with a Python and no pip, which every later ``pip install`` would fail on."""
+    if not python.exists():
+        return False
+    probe = [str(python), "-m", "pip", "--version"]
+    return subprocess.run(probe, capture_output=True).returncode == 0
+
+
+def ensure_venv(env_dir: Path) -> None:
+    """A venv at ``env_dir`` with pip: kept when it has one, else (re)built from scratch.
+    Only a venv, or the folders EnvBuilder makes before its pyvenv.cfg, is cleared:
+    a ``--venv`` pointing at anything else is refused, never emptied."""
+    if has_pip(env_dir / "bin" / "python"):
+        return
+    if env_dir.exists():
+        names = {p.name for p in env_dir.iterdir()}
+        if "pyvenv.cfg" not in names and not names <= VENV_SKELETON:
+            raise EngineError(
+                f"{env_dir} exists and is not a venv; remove it or pass another --venv",
+                EXIT_USAGE,
+            )
+        print(f"{env_dir}: an incomplete venv (no pip); rebuilding it", flush=True)
+    venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
+    if not has_pip(env_dir / "bin" / "python"):
+        raise EngineError(f"{env_dir}: the new venv has no working pip", EXIT_FAILED)
 
 
 def install(env_dir: Path, packages: tuple[str, ...], remove: tuple[str, ...]) -> None:
     """A venv with torch, then qharness and ``packages`` installed with torch pinned."""
+    pin_version = torch_version()
     python = env_dir / "bin" / "python"
-    if not python.exists():
-        venv.EnvBuilder(with_pip=True).create(env_dir)
+    ensure_venv(env_dir)
     pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    run(*pip, f"torch=={TORCH_VERSION}")
-    version = subprocess.run(
+    run(*pip, f"torch=={pin_version}")
+    probe = subprocess.run(
         [str(python), "-c", "import torch; print(torch.__version__)"],
         capture_output=True,
         text=True,
-        check=True,
-    ).stdout.strip()
+    )
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+        raise EngineError(f"{env_dir}: torch does not import after install: {last}", EXIT_FAILED)
+    version = probe.stdout.strip()
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as pin:
         pin.write(f"torch=={version}\n")
     try:
@@ -177,7 +264,34 @@ def install(env_dir: Path, packages: tuple[str, ...], remove: tuple[str, ...]) -
         subprocess.run([str(python), "-m", "pip", "uninstall", "-q", "-y", dist], check=False)
 
 
+def filesystem_fault(exc: OSError) -> str | None:
+    """``exc`` as "path: cause" when the file system refused (read-only, full); else None."""
+    if exc.errno not in FILESYSTEM_ERRNOS:
+        return None
+    return f"{exc.filename or '(a file)'}: {FILESYSTEM_ERRNOS[exc.errno]}"
+
+
 def main() -> int:
+    """Run the engine stage; every failure is one line on stderr and an exit code."""
+    try:
+        return stage()
+    except EngineError as exc:
+        print(f"engine.py: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("engine.py: interrupted; the next run repairs an incomplete venv", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except OSError as exc:
+        fault = filesystem_fault(exc)
+        if fault is None:
+            print(f"engine.py: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        print(f"engine.py: error: {fault}", file=sys.stderr)
+        return EXIT_FILESYSTEM
+
+
+def stage() -> int:
+    """Install the engine's venv(s), then run its suites; pytest's exit status."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )

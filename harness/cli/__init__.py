@@ -3,7 +3,7 @@
 These names, their options and their JSON outputs are a contract users script against;
 docs/CLI.md documents them. Exit status: 0 ok, 1 a check or test failed (or a regression was
 flagged), 2 bad input, 3 an unexpected internal error, 4 the file system refused a read or
-write, 130 interrupted. Errors are one line on
+write, 130 interrupted, 141 stdout's reader left (no message). Errors are one line on
 stderr; never a traceback (set QHARNESS_TRACEBACK=1 to see one for an internal error).
 
 One module per command (its options and what it does), beside the parts they share:

@@ -22,11 +22,25 @@ def print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, sort_keys=True))
 
 
-def caller_path(value: str) -> Path:
-    """A path from the command line, relative to the caller's working directory; a symlink
-    loop on the way is a `UsageError` naming it (pathlib's own error is a RuntimeError)."""
+def working_directory() -> Path:
+    """The caller's working directory, or a usage error when it was deleted (a shell left
+    in a removed folder): torch's import dies there with an unnamed cause."""
     try:
-        return (Path.cwd() / Path(value).expanduser()).resolve()
+        return Path.cwd()
+    except FileNotFoundError:
+        raise UsageError(
+            "the working directory no longer exists (deleted after the shell entered it); "
+            "cd to an existing directory and rerun"
+        ) from None
+
+
+def caller_path(value: str) -> Path:
+    """A path from the command line, relative to the caller's working directory (an
+    absolute path needs none: it works from a deleted one); a symlink loop on the way is a
+    `UsageError` naming it (pathlib's own error is a RuntimeError)."""
+    path = Path(value).expanduser()
+    try:
+        return (path if path.is_absolute() else working_directory() / path).resolve()
     except RuntimeError as exc:  # "Symlink loop from ..." (Python < 3.13)
         raise UsageError(
             f"{value}: a symlink loop ({exc}); name a real file or directory"
@@ -36,14 +50,15 @@ def caller_path(value: str) -> Path:
 def output_path(value: str) -> Path:
     """An output named on the command line: absolute, its links kept (``/dev/stdout`` into a
     pipe resolves to no path at all; `harness.report.outputs` follows links itself)."""
-    return Path(os.path.abspath(Path(value).expanduser()))
+    path = Path(value).expanduser()
+    return Path(os.path.abspath(path if path.is_absolute() else working_directory() / path))
 
 
 def default_reports_dir() -> Path:
     """``reports/`` of the checkout, or ``./reports`` when running from an installed wheel."""
     from harness.store.locations import CHECKOUT_ROOT, is_checkout
 
-    return CHECKOUT_ROOT / "reports" if is_checkout() else Path.cwd() / "reports"
+    return CHECKOUT_ROOT / "reports" if is_checkout() else working_directory() / "reports"
 
 
 def apply_simulation(args: argparse.Namespace) -> None:

@@ -11,8 +11,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.cli.common import working_directory
 from harness.cli.parser import build_parser
 from harness.errors import (
+    EXIT_BROKEN_PIPE,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
@@ -21,10 +23,15 @@ from harness.errors import (
 )
 
 TRACEBACK_VARIABLE = "QHARNESS_TRACEBACK"
+# Commands that never import torch: they run from a deleted working directory when every
+# path they are given is absolute. Every other command checks the directory first.
+TORCH_FREE_COMMANDS = frozenset({"report", "history"})
 
 
 def _validate_environment(args: argparse.Namespace) -> None:
     """Environment values the command will use, checked before it starts anything."""
+    if args.command not in TORCH_FREE_COMMANDS:
+        working_directory()  # torch's import dies in a deleted one, naming no cause
     if args.command in ("run", "selftest"):
         from harness.platform.devices import gpu_list_from_environment
         from harness.platform.runner import runner_label
@@ -86,12 +93,24 @@ def _tolerate_narrow_output_encodings() -> None:
             reconfigure(errors="backslashreplace")
 
 
+def _stdout_closed() -> int:
+    """The reader of stdout left (``schemes | head -c 10``): no message and the shell's
+    status for a SIGPIPE-killed command, as any pipeline tool; stdout goes to /dev/null so
+    the interpreter's last flush does not raise again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     _tolerate_narrow_output_encodings()
     args = build_parser().parse_args(argv)
     try:
         _validate_environment(args)
         status: int = args.func(args)
+        sys.stdout.flush()  # a closed pipe is found here, not in the interpreter's exit
+    except BrokenPipeError:
+        return _stdout_closed()
     except QHarnessError as exc:
         print(f"error: {' '.join(str(exc).splitlines())}", file=sys.stderr)
         return exc.exit_code

@@ -4,11 +4,15 @@ of failing cases; the skip summary. Registered only while qharness is active."""
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from harness.errors import filesystem_fault
 
 RECORD_KEY = "qharness"
 CASE_KEY = "qharness_case"
@@ -197,13 +201,26 @@ class ResultRecorder:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         stop_gracefully_on_signals(session)
 
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionfinish(
+        self, session: pytest.Session, exitstatus: int
+    ) -> Generator[None, object, object]:
+        """The results first (rescued, when the run directory refuses them), then pytest's
+        own session files (junit.xml): a run directory that turned read-only during the run
+        is one line naming the file pytest could not write, never its traceback."""
         path = self.config.getoption("--qharness-results")
-        if path is None:
-            return
-        from harness.report.results import write_results
+        if path is not None:
+            from harness.report.results import write_results
 
-        write_results(Path(path), list(self.records.values()), exitstatus=int(exitstatus))
+            write_results(Path(path), list(self.records.values()), exitstatus=int(exitstatus))
+        try:
+            return (yield)
+        except OSError as exc:
+            fault = filesystem_fault(exc)
+            if fault is None:
+                raise
+            print(f"qharness: {fault}; pytest could not write it", file=sys.stderr)
+            return None
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         skipped = Counter(r["reason"] for r in self.records.values() if r["outcome"] == "skipped")

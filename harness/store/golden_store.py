@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.files import UnreadableFileError, read_regular_file
-from harness.errors import UnsafePathError
+from harness.errors import FileSystemError, UnsafePathError, filesystem_fault
 from harness.store.golden_diff import diff_data
 from harness.store.golden_errors import (
     GoldenError,
@@ -96,7 +96,17 @@ class GoldenStore:
         """The validated manifest; finishes (or undoes) an interrupted refresh first."""
         if self.journal_path.exists() or self.journal_path.is_symlink():
             with store_lock(self.root, purpose="finish an interrupted refresh"):
-                recover(self.root, self._step)
+                try:
+                    recover(self.root, self._step)
+                except OSError as exc:
+                    fault = filesystem_fault(exc)
+                    if fault is None:
+                        raise
+                    raise FileSystemError(
+                        f"{self.root} holds an interrupted refresh ({JOURNAL_NAME}) that must "
+                        f"be finished before it is read, and the store refused it: {fault}; "
+                        "make the store writable and rerun, or restore it from git"
+                    ) from None
         return read_manifest(self.root)
 
     # -- reading

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from harness.errors import EXIT_FILESYSTEM
+from harness.errors import EXIT_FILESYSTEM, FileSystemError
 from harness.report.results import SCHEMA, rescue_path, write_results
+from harness.store.golden_format import JOURNAL_NAME
+from harness.store.golden_store import GoldenStore
 from tests.conftest import run_cli
+from tests.reliability.reliability_helpers import NEW_BUILDERS, assert_clear_error, make_store
 
 TINY_RUN = "test_linear and fp8_per_tensor and not fnuz and 1x16x256 and emulated and bias-bf16"
 
@@ -144,3 +148,73 @@ def test_results_of_a_run_directory_made_read_only_are_kept(
         assert str(kept) in line
     finally:
         kept.unlink(missing_ok=True)
+
+
+RO_AT_START = """\
+import os
+import subprocess
+
+
+def pytest_sessionstart(session):
+    subprocess.run(["mount", "-o", "remount,ro", os.environ["RO_AT_START_MOUNT"]], check=True)
+"""
+
+
+def test_a_run_directory_turned_read_only_during_the_run_keeps_its_results(
+    mount: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """The whole CLI: the run directory exists, then its file system turns read-only as
+    pytest's session starts (a plugin remounts it), so nothing the run writes at its end
+    can land there. The results are rescued, junit.xml is one line, the run is exit 4."""
+    fs = mount("size=1m")
+    plugin_dir = tmp_path / "plugin"
+    plugin_dir.mkdir()
+    (plugin_dir / "ro_at_start.py").write_text(RO_AT_START)
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    done = run_cli(
+        "run", "--reports-dir", str(fs / "reports"), "--workers", "0", "-k", TINY_RUN,
+        "-p", "ro_at_start",
+        env={"PYTHONPATH": str(plugin_dir), "RO_AT_START_MOUNT": str(fs), "TMPDIR": str(temp)},
+    )  # fmt: skip
+    assert "Traceback" not in done.stdout + done.stderr, done.stdout[-3000:]
+    assert "INTERNALERROR" not in done.stdout + done.stderr, done.stdout[-3000:]
+    (run_dir,) = (fs / "reports").iterdir()
+    kept = temp / "qharness-rescued" / f"{run_dir.name}-results.json"
+    _assert_fs_fault(done, kept, "could not be written")
+    assert json.loads(kept.read_text())["records"], "the rescued results hold no records"
+    junit_lines = [line for line in done.stderr.splitlines() if "junit.xml" in line]
+    assert len(junit_lines) == 1, done.stderr
+    assert "read-only file system" in junit_lines[0]
+
+
+class _StopAtCommit(Exception):
+    pass
+
+
+def test_a_read_only_store_holding_a_committed_refresh_is_one_clear_error(
+    mount: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """A refresh that stopped after its commit point leaves a journal whoever opens the store
+    must roll forward; on a read-only store that is a file-system error naming the store,
+    the journal and the cause, as `golden check` on it is, never a raw OSError."""
+
+    def stop(step: str) -> None:
+        if step == "committed":
+            raise _StopAtCommit
+
+    made = tmp_path / "made"
+    make_store(made)
+    with pytest.raises(_StopAtCommit):
+        GoldenStore(made, NEW_BUILDERS, on_commit_step=stop).refresh(log=lambda _: None)
+    assert (made / JOURNAL_NAME / "PLAN.json").is_file()
+    root = mount("size=1m")
+    shutil.copytree(made, root, dirs_exist_ok=True)
+    subprocess.run(["mount", "-o", "remount,ro", str(root)], check=True)
+
+    with pytest.raises(FileSystemError) as info:
+        GoldenStore(root, NEW_BUILDERS).load("suite/a")
+    assert info.value.exit_code == EXIT_FILESYSTEM
+    assert_clear_error(str(info.value), str(root), JOURNAL_NAME, "read-only file system")
+    done = run_cli("golden", "check", "--root", str(root), "--no-recompute")
+    _assert_fs_fault(done, root, "read-only file system")
