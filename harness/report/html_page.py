@@ -1,7 +1,9 @@
 """`report.html`: one self-contained page (styles inline, plots as base64 PNG, no network).
 
 Order: the merged matrix, regressions, failures with links to their repro bundles, skips by
-reason per platform, plots. Every string from a results file goes through `html_text`.
+reason per platform, plots. Beyond `MAX_GROUPS` runners the matrix has a column per group
+of runners, each cell counting its runners' verdicts (`harness.report.fleet_groups`).
+Every string from a results file goes through `html_text`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 
 from harness.report import plots
 from harness.report.escape import html_text
+from harness.report.fleet_groups import is_grouped, runner_groups
 from harness.report.matrix import Cell
 from harness.report.models_section import model_rows, models_html
 from harness.report.nightly import NightlyReport
@@ -42,12 +45,61 @@ def _cell(cell: Cell | None) -> str:
     return f'<td class="cell {cell.verdict}"{title}>{html_text(cell.label)}</td>'
 
 
-def _matrix(report: NightlyReport) -> str:
-    head = "".join(f"<th>{html_text(p)}</th>" for p in report.platforms)
+# A grouped cell's colour: its worst verdict, in this order.
+VERDICT_ORDER = ("fail", "partial", "emulated-only", "skipped", "pass", "")
+VERDICT_WORDS = {"skipped": "not run", "partial": "partly run", "": "no verdict"}
+NAMED_RUNNERS = 5  # runners named per verdict in a grouped cell's hover text
+
+
+def _group_cell(cells: list[tuple[str, Cell]]) -> str:
+    """One cell for a group of runners: how many runners got each verdict, coloured by the
+    worst, with the runners of each verdict but pass named on hover."""
+    if not cells:
+        return '<td class="cell"></td>'
+    by_verdict: dict[str, list[str]] = {}
+    for key, cell in cells:
+        by_verdict.setdefault(cell.verdict, []).append(key)
+    present = [v for v in VERDICT_ORDER if v in by_verdict]
+    label = ", ".join(f"{len(by_verdict[v])} {VERDICT_WORDS.get(v, v)}" for v in present)
+    named = []
+    for verdict in present:
+        if verdict == "pass":
+            continue
+        keys = by_verdict[verdict]
+        more = f" (+{len(keys) - NAMED_RUNNERS} more)" if len(keys) > NAMED_RUNNERS else ""
+        named.append(
+            f"{VERDICT_WORDS.get(verdict, verdict)}: {', '.join(keys[:NAMED_RUNNERS])}{more}"
+        )
+    title = f' title="{html_text("; ".join(named), 600)}"' if named else ""
+    return f'<td class="cell {present[0]}"{title}>{html_text(label)}</td>'
+
+
+def _matrix_rows(report: NightlyReport) -> tuple[list[str], list[str]]:
+    """The matrix's column heads and rows: one column per runner, or per group of runners
+    beyond `MAX_GROUPS` (`harness.report.fleet_groups`)."""
+    groups = runner_groups(report.platforms)
+    if not is_grouped(groups):
+        rows = [
+            f"<tr><td>{html_text(scheme)}</td><td>{html_text(path)}</td>"
+            + "".join(_cell(cells.get(p)) for p in report.platforms)
+            + "</tr>"
+            for (scheme, path), cells in sorted(report.matrix.items())
+        ]
+        return list(report.platforms), rows
+    names = sorted(set(groups.values()))
+    members = {name: [k for k in report.platforms if groups[k] == name] for name in names}
     rows = []
     for (scheme, path), cells in sorted(report.matrix.items()):
-        tds = "".join(_cell(cells.get(p)) for p in report.platforms)
+        tds = "".join(
+            _group_cell([(k, cells[k]) for k in members[name] if k in cells]) for name in names
+        )
         rows.append(f"<tr><td>{html_text(scheme)}</td><td>{html_text(path)}</td>{tds}</tr>")
+    return names, rows
+
+
+def _matrix(report: NightlyReport) -> str:
+    heads, rows = _matrix_rows(report)
+    head = "".join(f"<th>{html_text(h)}</th>" for h in heads)
     legend = (
         '<p class="legend"><span class="pass" style="background:#e5f5e8">pass</span>'
         '<span style="background:#fde2e1">fail</span>'
