@@ -1,8 +1,9 @@
 """`report.html`: one self-contained page (styles inline, plots as base64 PNG, no network).
 
-Order: the merged matrix, regressions, failures with links to their repro bundles, skips by
-reason per platform, plots. Beyond `MAX_GROUPS` runners the matrix has a column per group
-of runners, each cell counting its runners' verdicts (`harness.report.fleet_groups`).
+Order: counts, provenance (`harness.report.stack_section`), the merged matrix, regressions,
+failures with links to their repro bundles, skips by reason per platform, plots. Beyond
+`MAX_GROUPS` runners the matrix has a column per group of runners, each cell counting its
+runners' verdicts (`harness.report.fleet_groups`).
 Every string from a results file goes through `html_text`.
 """
 
@@ -18,6 +19,7 @@ from harness.report.fleet_groups import is_grouped, runner_groups
 from harness.report.matrix import Cell
 from harness.report.models_section import model_rows, models_html
 from harness.report.nightly import NightlyReport
+from harness.report.stack_section import stack_html, stack_rows
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;
@@ -214,6 +216,7 @@ def render_html(report: NightlyReport, page_path: Path) -> str:
 {len(report.platforms)} platform(s), {n_reg} regression(s),
 {len(report.failures)} failing test(s)</p>
 {_counts(report)}{notes}
+{stack_html(stack_rows(report))}
 <h2>Matrix: scheme x path x platform</h2>{_matrix(report)}
 <h2>Regressions ({n_reg})</h2>{_regressions(report)}
 <h2>Failures ({len(report.failures)})</h2>{_failures(report, Path(page_path).parent)}
