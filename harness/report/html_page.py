@@ -16,9 +16,11 @@ from pathlib import Path
 from harness.report import plots
 from harness.report.escape import html_text
 from harness.report.fleet_groups import is_grouped, runner_groups
+from harness.report.grouping import group_items
 from harness.report.matrix import Cell
 from harness.report.models_section import model_rows, models_html
 from harness.report.nightly import NightlyReport
+from harness.report.regress import Regression
 from harness.report.stack_section import stack_html, stack_rows
 
 STYLE = """
@@ -135,18 +137,38 @@ def _counts(report: NightlyReport) -> str:
     )
 
 
-def _regressions(report: NightlyReport) -> str:
-    if not report.regressions:
-        return "<p>none</p>"
-    rows = "".join(
+def _regression_row(r: Regression) -> str:
+    return (
         f'<tr><td class="kind">{html_text(r.kind)}</td><td>{html_text(r.platform)}</td>'
         f"<td><code>{html_text(r.nodeid)}</code>"
         + (f'<br><span class="muted">{html_text(r.detail, 300)}</span>' if r.detail else "")
         + f"</td><td>{html_text(r.old)}</td><td>{html_text(r.new)}</td>"
         f"<td><code>{html_text(r.first_run)}</code></td></tr>"
-        for r in report.regressions
+    )
+
+
+def _regressions(report: NightlyReport) -> str:
+    """Grouped by runner, scheme and path as in summary.md (`harness.report.grouping`): a
+    table of the groups with their counts, then every regression under its group's head."""
+    if not report.regressions:
+        return "<p>none</p>"
+    groups = group_items(
+        report, [(r.platform, r.nodeid, r.kind, _regression_row(r)) for r in report.regressions]
+    )
+    counts = "".join(
+        f"<tr><td>{html_text(g.platform)}</td><td>{html_text(g.scheme)}</td>"
+        f'<td>{html_text(g.path)}</td><td class="num">{len(g.lines)}</td>'
+        f"<td>{html_text(', '.join(f'{k} {n}' for k, n in g.kinds.most_common()))}</td></tr>"
+        for g in groups
+    )
+    rows = "".join(
+        f'<tr><th colspan="6">{html_text(g.platform)} · {html_text(g.scheme)} · '
+        f"{html_text(g.path)} ({len(g.lines)})</th></tr>" + "".join(g.lines)
+        for g in groups
     )
     return (
+        "<table><tr><th>runner</th><th>scheme</th><th>path</th><th>count</th><th>what</th>"
+        f"</tr>{counts}</table>"
         "<table><tr><th>kind</th><th>platform</th><th>test</th><th>old</th><th>new</th>"
         f"<th>first seen</th></tr>{rows}</table>"
     )

@@ -356,14 +356,23 @@ class _Comparer:
         failing = mine[mine["outcome"].isin(BAD)]
         since = _failing_since(every, failing) if len(failing) else []
         listed = {r.nodeid for r in regressions}
-        cases = {
-            (platform, nodeid): (scheme or "-", path or "-")
-            for nodeid, scheme, path in zip(
-                *(column_values(mine, c) for c in ("nodeid", "scheme", "path")), strict=True
-            )
-            if nodeid in listed
-        }
+        # a test missing tonight (its plugin gone) keeps the scheme and path it had
+        cases = _cases(platform, old, listed) if old is not None else {}
+        cases.update(_cases(platform, mine, listed))
         return _Compared(baseline, notes, regressions, since, cases)
+
+
+def _cases(
+    platform: str, rows: pd.DataFrame, listed: set[str]
+) -> dict[tuple[str, str], tuple[str, str]]:
+    """(platform, test) -> (scheme, path) of the ``listed`` tests in ``rows``."""
+    return {
+        (platform, nodeid): (scheme or "-", path or "-")
+        for nodeid, scheme, path in zip(
+            *(column_values(rows, c) for c in ("nodeid", "scheme", "path")), strict=True
+        )
+        if nodeid in listed
+    }
 
 
 def _model_rows(current: dict[str, RunDigest]) -> pd.DataFrame:
