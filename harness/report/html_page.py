@@ -33,7 +33,8 @@ text-align:left;vertical-align:top}th{background:#f3f5f9;position:sticky;top:0}
 td.pass{background:#e5f5e8;color:#14532d}td.fail{background:#fde2e1;color:#8a1c17;font-weight:600}
 td.emulated-only{background:#fff4d6;color:#7a5200}td.skipped{background:#eef0f4;color:#555}
 td.partial{background:#f3e8ff;color:#5b2a86}
-td.cell{white-space:nowrap}code{font:12px ui-monospace,Menlo,Consolas,monospace;
+td.cell{min-width:7em;max-width:16em}td.cell .detail,td.cell .sqnr{display:block;
+font-size:11px;font-weight:400}code{font:12px ui-monospace,Menlo,Consolas,monospace;
 word-break:break-all}.kind{font-weight:600;white-space:nowrap}.num{text-align:right}
 img{max-width:100%;border:1px solid #eee;margin:6px 0}.counts td{text-align:right}
 .counts td:first-child,.counts td:nth-child(2),.counts td:nth-child(3){text-align:left}
@@ -42,11 +43,25 @@ img{max-width:100%;border:1px solid #eee;margin:6px 0}.counts td{text-align:righ
 """
 
 
-def _cell(cell: Cell | None) -> str:
+def _sqnr_text(sqnr: tuple[float, float | None] | None) -> str:
+    """A cell's linear median SQNR and its change since the baseline, as a line of its own."""
+    if sqnr is None:
+        return ""
+    now, base = sqnr
+    change = f" (Δ {now - base:+.2f})" if base is not None else ""
+    return f'<span class="sqnr">{now:.2f} dB{change}</span>'
+
+
+def _cell(cell: Cell | None, sqnr: tuple[float, float | None] | None = None) -> str:
+    """A runner's cell: its verdict, the per-suite counts beneath it, then its SQNR."""
     if cell is None:
         return '<td class="cell"></td>'
     title = f' title="{html_text(cell.reason, 300)}"' if cell.reason else ""
-    return f'<td class="cell {cell.verdict}"{title}>{html_text(cell.label)}</td>'
+    detail = f'<span class="detail">{html_text(cell.detail)}</span>' if cell.detail else ""
+    return (
+        f'<td class="cell {cell.verdict}"{title}>{html_text(cell.head)}{detail}'
+        f"{_sqnr_text(sqnr)}</td>"
+    )
 
 
 # A grouped cell's colour: its worst verdict, in this order.
@@ -85,7 +100,10 @@ def _matrix_rows(report: NightlyReport) -> tuple[list[str], list[str]]:
     if not is_grouped(groups):
         rows = [
             f"<tr><td>{html_text(scheme)}</td><td>{html_text(path)}</td>"
-            + "".join(_cell(cells.get(p)) for p in report.platforms)
+            + "".join(
+                _cell(cells.get(p), report.cell_sqnr.get((scheme, path, p)))
+                for p in report.platforms
+            )
             + "</tr>"
             for (scheme, path), cells in sorted(report.matrix.items())
         ]
