@@ -229,6 +229,18 @@ def _plot(title: str, png: str | None, missing: str) -> str:
     return f'<h3>{title}</h3><img alt="{title}" src="data:image/png;base64,{png}">'
 
 
+def _no_peaks(report: NightlyReport) -> str:
+    """Why the peak-memory plot is not drawn: no peaks, or peaks too alike to tell apart."""
+    alike = plots.peaks_alike(report.peaks)
+    if alike is None:
+        return "no peaks recorded"
+    low, high = alike
+    return (
+        f"every scheme's peak is between {low:.2f} and {high:.2f} MiB (within "
+        f"{plots.PEAK_SPREAD:.0%}): no plot, the bars would tell nothing apart"
+    )
+
+
 def render_html(report: NightlyReport, page_path: Path) -> str:
     """The page; ``page_path`` is where it will be written (repro links are relative to it)."""
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -240,7 +252,7 @@ def render_html(report: NightlyReport, page_path: Path) -> str:
                 plots.sqnr_over_runs(report.sqnr),
                 "no linear SQNR recorded",
             ),
-            _plot("Peak memory per scheme", plots.peak_memory(report.peaks), "no peaks recorded"),
+            _plot("Peak memory per scheme", plots.peak_memory(report.peaks), _no_peaks(report)),
             _plot(
                 "Benchmark times",
                 plots.benchmark_times(report.benchmarks),

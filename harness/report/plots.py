@@ -5,7 +5,8 @@
 - Peak memory per scheme: the memory suite's measured peak of two forward calls (the number
   its budget holds), the largest over its paths and shapes, per scheme and platform. Other
   suites' peaks (the reference quantizer's, a linear case's) measure other things and would
-  make every scheme's bar the same.
+  make every scheme's bar the same. Where every bar would still be within `PEAK_SPREAD` of
+  the largest, nothing is drawn and the page gives the range.
 - Benchmark times over the nights with the noise band (mean ± `NOISE_SIGMAS` std of the
   history), the band the regression rule uses.
 Beyond `MAX_GROUPS` runners, the SQNR panels and peak bars are per group of runners
@@ -35,6 +36,7 @@ MAX_BENCHMARKS = 8
 MAX_TICKS = 12  # run labels on the time axis (60 labels cost seconds of drawing)
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
 MEMORY_SUITE = "memory"  # the suite whose peak_bytes is the forward call's, under a budget
+PEAK_SPREAD = 0.05  # peaks within 5% of the largest are "alike": not plotted
 
 
 def series_styles(count: int) -> list[tuple[tuple[float, ...], str]]:
@@ -113,7 +115,8 @@ def sqnr_over_runs(history: pd.DataFrame) -> str | None:
     return _png(fig)
 
 
-def peak_memory(frame: pd.DataFrame) -> str | None:
+def _peak_table(frame: pd.DataFrame) -> pd.DataFrame | None:
+    """The memory suite's largest peak (MiB) per scheme (rows) and runner group (columns)."""
     rows = frame[
         frame["peak_bytes"].notna() & frame["scheme"].notna() & (frame["suite"] == MEMORY_SUITE)
     ]
@@ -121,7 +124,24 @@ def peak_memory(frame: pd.DataFrame) -> str | None:
         return None
     groups = runner_groups(str(p) for p in rows["platform"].dropna().unique())
     rows = rows.assign(platform=rows["platform"].map(groups))  # at most MAX_GROUPS bars a scheme
-    table = rows.groupby(["scheme", "platform"])["peak_bytes"].max().unstack("platform") / 2**20
+    return rows.groupby(["scheme", "platform"])["peak_bytes"].max().unstack("platform") / 2**20
+
+
+def peaks_alike(frame: pd.DataFrame) -> tuple[float, float] | None:
+    """(smallest, largest) peak in MiB when every scheme's bar is within `PEAK_SPREAD` of the
+    largest: bars of one length tell nothing apart, so the page says so instead."""
+    table = _peak_table(frame)
+    if table is None:
+        return None
+    low, high = float(table.min().min()), float(table.max().max())
+    return (low, high) if high - low <= PEAK_SPREAD * high else None
+
+
+def peak_memory(frame: pd.DataFrame) -> str | None:
+    """The bars, None without peaks or when they are alike (`peaks_alike`)."""
+    table = _peak_table(frame)
+    if table is None or peaks_alike(frame) is not None:
+        return None
     fig, ax = plt.subplots(figsize=(10, 0.28 * len(table) + 1.2))
     colours = [colour for colour, _ in series_styles(len(table.columns))]
     table.sort_index(ascending=False).plot.barh(ax=ax, width=0.8, color=colours)
