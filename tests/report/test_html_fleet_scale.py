@@ -100,6 +100,11 @@ def test_peak_memory_plot_of_a_fleet_has_a_bar_per_group(monkeypatch: pytest.Mon
     assert widths == [float(RUNNERS), float(2 * RUNNERS)]  # the largest over the runners
 
 
+def _sqnr_of(r: int) -> tuple[float, float | None]:
+    """Runner ``r``'s cell SQNR tonight and in its baseline (every third has none)."""
+    return 30.0 + 0.5 * (r % 9), (None if r % 3 == 0 else 30.25 + 0.5 * (r % 9))
+
+
 def _fleet_report(tmp_path: Path, runners: int) -> NightlyReport:
     matrix: dict[tuple[str, str], dict[str, Cell]] = {("fp8", "native"): {}}
     runs = {}
@@ -108,7 +113,8 @@ def _fleet_report(tmp_path: Path, runners: int) -> NightlyReport:
         runs[key] = RunDigest(f"run{r:03d}", tmp_path / "results.json", False, "2026", key)
         failed = r in (3, 17)
         matrix[("fp8", "native")][key] = Cell("fail" if failed else "pass", 4, int(failed), 0)
-    return NightlyReport(runs, dict.fromkeys(runs), matrix, [], [], [])
+    sqnr = {("fp8", "native", f"cpu@rack{r:03d}"): _sqnr_of(r) for r in range(runners)}
+    return NightlyReport(runs, dict.fromkeys(runs), matrix, [], [], [], cell_sqnr=sqnr)
 
 
 def test_matrix_of_a_fleet_has_a_column_per_group_counting_its_runners(tmp_path: Path) -> None:
@@ -116,13 +122,17 @@ def test_matrix_of_a_fleet_has_a_column_per_group_counting_its_runners(tmp_path:
     table = page.split("<h2>Matrix", 1)[1].split("</table>", 1)[0]
     heads = re.findall(r"<th>([^<]*)</th>", table)
     assert heads == ["scheme", "path", f"cpu ({RUNNERS} runners)"]
-    cell = re.search(r'<td class="cell (\w+)" title="([^"]*)">([^<]*)</td>', table)
+    cell = re.search(r'<td class="cell (\w+)" title="([^"]*)">([^<]*)(.*?)</td>', table)
     assert cell is not None
-    assert cell.groups() == (
+    assert cell.groups()[:3] == (
         "fail",
         "fail: cpu@rack003, cpu@rack017",
         f"2 fail, {RUNNERS - 2} pass",
     )
+    sqnrs = [_sqnr_of(r) for r in range(RUNNERS)]
+    now = statistics.median(n for n, _ in sqnrs)
+    change = statistics.median(n - b for n, b in sqnrs if b is not None)
+    assert cell.group(4) == f'<span class="sqnr">median {now:.2f} dB (Δ {change:+.2f})</span>'
 
 
 def test_matrix_of_a_few_runners_keeps_a_column_each(tmp_path: Path) -> None:
