@@ -5,8 +5,9 @@ gigabytes. `digest_run` reads one results file, folds each record into small per
 aggregates and drops the document: outcome counts, the run's matrix cells (one per scheme
 and path), skip counts per reason, the failing tests (the report lists every one), the
 linear SQNR median per scheme and the memory suite's largest peak per scheme (the plots'
-inputs), and the benchmark rows (a few per run). Its size grows with the run's schemes,
-paths, failures and skip reasons, never with its passing tests.
+inputs), the linear SQNR median per scheme and path (the matrix cell's), and the benchmark
+rows (a few per run). Its size grows with the run's schemes, paths, failures and skip
+reasons, never with its passing tests.
 
 The values are the ones the row-per-test frame (`harness.report.frame`) gives, through the
 same helpers: a missing optional field is ``None`` here, never NA or NaN.
@@ -84,6 +85,8 @@ class RunDigest:
     failures: list[FailedCase] = field(default_factory=list)
     benchmark_cases: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
     sqnr_medians: dict[str | None, float] = field(default_factory=dict)  # linear, per scheme
+    # the linear suite's median SQNR per (scheme, path): the matrix cell's number
+    cell_sqnr: dict[tuple[str, str], float] = field(default_factory=dict)
     peaks: dict[str, float] = field(default_factory=dict)  # memory suite, largest per scheme
     benchmarks: list[dict[str, Any]] = field(default_factory=list)  # frame rows
     models: list[dict[str, Any]] = field(default_factory=list)  # the model suite's frame rows
@@ -110,6 +113,7 @@ class _Fold:
         self.skips: Counter[str | None] = Counter()
         self.failures: list[FailedCase] = []
         self.sqnr: dict[str | None, list[float]] = {}
+        self.cell_sqnr: dict[tuple[str, str], list[float]] = {}
         self.peaks: dict[str, float] = {}
         self.rows = 0
         self.models: list[dict[str, Any]] = []  # records of the model section (a few per model)
@@ -138,6 +142,8 @@ class _Fold:
         # a run with linear SQNR only of tests without a scheme is still a night on the plot
         if suite == LINEAR_SUITE and sqnr_db is not None and not math.isnan(sqnr_db):
             self.sqnr.setdefault(scheme, []).append(sqnr_db)
+            if scheme is not None and path is not None:
+                self.cell_sqnr.setdefault((scheme, path), []).append(sqnr_db)
         if (
             suite == MEMORY_SUITE
             and scheme is not None
@@ -227,6 +233,7 @@ def digest_run(run: Path) -> RunDigest:
         failures=fold.failures,
         benchmark_cases=benchmark_cases,
         sqnr_medians={s: statistics.median(v) for s, v in fold.sqnr.items()},
+        cell_sqnr={c: statistics.median(v) for c, v in fold.cell_sqnr.items()},
         peaks=fold.peaks,
         benchmarks=benchmarks,
         models=models,

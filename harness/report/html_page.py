@@ -1,7 +1,10 @@
 """`report.html`: one self-contained page (styles inline, plots as base64 PNG, no network).
 
-Order: the merged matrix, regressions, failures with links to their repro bundles, skips by
-reason per platform, plots. Every string from a results file goes through `html_text`.
+Order: counts, provenance (`harness.report.stack_section`), the merged matrix, regressions,
+failures with links to their repro bundles, skips by reason per platform, plots. Beyond
+`MAX_GROUPS` runners the matrix has a column per group of runners, each cell counting its
+runners' verdicts (`harness.report.fleet_groups`).
+Every string from a results file goes through `html_text`.
 """
 
 from __future__ import annotations
@@ -12,9 +15,12 @@ from pathlib import Path
 
 from harness.report import plots
 from harness.report.escape import html_text
-from harness.report.matrix import Cell
+from harness.report.grouping import group_items
+from harness.report.matrix_html import matrix_html
 from harness.report.models_section import model_rows, models_html
 from harness.report.nightly import NightlyReport
+from harness.report.regress import Regression
+from harness.report.stack_section import stack_html, stack_rows
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;
@@ -26,40 +32,14 @@ text-align:left;vertical-align:top}th{background:#f3f5f9;position:sticky;top:0}
 td.pass{background:#e5f5e8;color:#14532d}td.fail{background:#fde2e1;color:#8a1c17;font-weight:600}
 td.emulated-only{background:#fff4d6;color:#7a5200}td.skipped{background:#eef0f4;color:#555}
 td.partial{background:#f3e8ff;color:#5b2a86}
-td.cell{white-space:nowrap}code{font:12px ui-monospace,Menlo,Consolas,monospace;
+td.cell{min-width:7em;max-width:16em}td.cell .detail,td.cell .sqnr{display:block;
+font-size:11px;font-weight:400}code{font:12px ui-monospace,Menlo,Consolas,monospace;
 word-break:break-all}.kind{font-weight:600;white-space:nowrap}.num{text-align:right}
 img{max-width:100%;border:1px solid #eee;margin:6px 0}.counts td{text-align:right}
 .counts td:first-child,.counts td:nth-child(2),.counts td:nth-child(3){text-align:left}
 .warning{background:#fff4d6;color:#7a5200;padding:4px 8px;border-left:4px solid #d49a00}
 .legend span{display:inline-block;padding:1px 8px;margin-right:6px;border-radius:3px}
 """
-
-
-def _cell(cell: Cell | None) -> str:
-    if cell is None:
-        return '<td class="cell"></td>'
-    title = f' title="{html_text(cell.reason, 300)}"' if cell.reason else ""
-    return f'<td class="cell {cell.verdict}"{title}>{html_text(cell.label)}</td>'
-
-
-def _matrix(report: NightlyReport) -> str:
-    head = "".join(f"<th>{html_text(p)}</th>" for p in report.platforms)
-    rows = []
-    for (scheme, path), cells in sorted(report.matrix.items()):
-        tds = "".join(_cell(cells.get(p)) for p in report.platforms)
-        rows.append(f"<tr><td>{html_text(scheme)}</td><td>{html_text(path)}</td>{tds}</tr>")
-    legend = (
-        '<p class="legend"><span class="pass" style="background:#e5f5e8">pass</span>'
-        '<span style="background:#fde2e1">fail</span>'
-        '<span style="background:#f3e8ff">partly run</span>'
-        '<span style="background:#fff4d6">emulated-only</span>'
-        '<span style="background:#eef0f4">not run</span> hover a cell for its reason</p>'
-    )
-    return (
-        f"{legend}<table><tr><th>scheme</th><th>path</th>{head}</tr>{''.join(rows)}</table>"
-        if rows
-        else "<p>no scheme x path results</p>"
-    )
 
 
 def _counts(report: NightlyReport) -> str:
@@ -81,18 +61,38 @@ def _counts(report: NightlyReport) -> str:
     )
 
 
-def _regressions(report: NightlyReport) -> str:
-    if not report.regressions:
-        return "<p>none</p>"
-    rows = "".join(
+def _regression_row(r: Regression) -> str:
+    return (
         f'<tr><td class="kind">{html_text(r.kind)}</td><td>{html_text(r.platform)}</td>'
         f"<td><code>{html_text(r.nodeid)}</code>"
         + (f'<br><span class="muted">{html_text(r.detail, 300)}</span>' if r.detail else "")
         + f"</td><td>{html_text(r.old)}</td><td>{html_text(r.new)}</td>"
         f"<td><code>{html_text(r.first_run)}</code></td></tr>"
-        for r in report.regressions
+    )
+
+
+def _regressions(report: NightlyReport) -> str:
+    """Grouped by runner, scheme and path as in summary.md (`harness.report.grouping`): a
+    table of the groups with their counts, then every regression under its group's head."""
+    if not report.regressions:
+        return "<p>none</p>"
+    groups = group_items(
+        report, [(r.platform, r.nodeid, r.kind, _regression_row(r)) for r in report.regressions]
+    )
+    counts = "".join(
+        f"<tr><td>{html_text(g.platform)}</td><td>{html_text(g.scheme)}</td>"
+        f'<td>{html_text(g.path)}</td><td class="num">{len(g.lines)}</td>'
+        f"<td>{html_text(', '.join(f'{k} {n}' for k, n in g.kinds.most_common()))}</td></tr>"
+        for g in groups
+    )
+    rows = "".join(
+        f'<tr><th colspan="6">{html_text(g.platform)} · {html_text(g.scheme)} · '
+        f"{html_text(g.path)} ({len(g.lines)})</th></tr>" + "".join(g.lines)
+        for g in groups
     )
     return (
+        "<table><tr><th>runner</th><th>scheme</th><th>path</th><th>count</th><th>what</th>"
+        f"</tr>{counts}</table>"
         "<table><tr><th>kind</th><th>platform</th><th>test</th><th>old</th><th>new</th>"
         f"<th>first seen</th></tr>{rows}</table>"
     )
@@ -135,6 +135,18 @@ def _plot(title: str, png: str | None, missing: str) -> str:
     return f'<h3>{title}</h3><img alt="{title}" src="data:image/png;base64,{png}">'
 
 
+def _no_peaks(report: NightlyReport) -> str:
+    """Why the peak-memory plot is not drawn: no peaks, or peaks too alike to tell apart."""
+    alike = plots.peaks_alike(report.peaks)
+    if alike is None:
+        return "no peaks recorded"
+    low, high = alike
+    return (
+        f"every scheme's peak is between {low:.2f} and {high:.2f} MiB (within "
+        f"{plots.PEAK_SPREAD:.0%}): no plot, the bars would tell nothing apart"
+    )
+
+
 def render_html(report: NightlyReport, page_path: Path) -> str:
     """The page; ``page_path`` is where it will be written (repro links are relative to it)."""
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -146,7 +158,7 @@ def render_html(report: NightlyReport, page_path: Path) -> str:
                 plots.sqnr_over_runs(report.sqnr),
                 "no linear SQNR recorded",
             ),
-            _plot("Peak memory per scheme", plots.peak_memory(report.peaks), "no peaks recorded"),
+            _plot("Peak memory per scheme", plots.peak_memory(report.peaks), _no_peaks(report)),
             _plot(
                 "Benchmark times",
                 plots.benchmark_times(report.benchmarks),
@@ -162,7 +174,8 @@ def render_html(report: NightlyReport, page_path: Path) -> str:
 {len(report.platforms)} platform(s), {n_reg} regression(s),
 {len(report.failures)} failing test(s)</p>
 {_counts(report)}{notes}
-<h2>Matrix: scheme x path x platform</h2>{_matrix(report)}
+{stack_html(stack_rows(report))}
+<h2>Matrix: scheme x path x platform</h2>{matrix_html(report)}
 <h2>Regressions ({n_reg})</h2>{_regressions(report)}
 <h2>Failures ({len(report.failures)})</h2>{_failures(report, Path(page_path).parent)}
 <h2>Skips by reason, per platform</h2>{_skips(report)}

@@ -54,7 +54,8 @@ class Cell:
     suites: tuple[SuiteCount, ...] = ()
 
     @property
-    def label(self) -> str:
+    def head(self) -> str:
+        """The verdict in a few words (the label without its per-suite counts)."""
         if self.verdict == "fail":
             head = f"fail {self.failed}/{self.passed + self.failed}"
         elif self.verdict == "pass" and self.skipped:
@@ -65,9 +66,18 @@ class Cell:
             head = "partly run"
         else:
             head = self.verdict
-        if len(self.suites) > 1 or self.verdict == "partial":
-            return f"{head}: " + "; ".join(s.text for s in self.suites)
         return head
+
+    @property
+    def detail(self) -> str:
+        """The per-suite counts where they say more than the head ("" where they do not)."""
+        if len(self.suites) > 1 or self.verdict == "partial":
+            return "; ".join(s.text for s in self.suites)
+        return ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.head}: {self.detail}" if self.detail else self.head
 
 
 class _Tally:

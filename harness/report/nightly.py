@@ -89,6 +89,9 @@ class NightlyReport:
     sqnr: pd.DataFrame = field(default_factory=lambda: _empty(SQNR_COLUMNS))
     peaks: pd.DataFrame = field(default_factory=lambda: _empty(PEAK_COLUMNS))
     benchmarks: pd.DataFrame = field(default_factory=lambda: _empty(COLUMNS))
+    # (scheme, path, runner) -> its linear median SQNR tonight and in its baseline (None:
+    # no baseline, or no such cell in it): the matrix cell's number and its change
+    cell_sqnr: dict[tuple[str, str, str], tuple[float, float | None]] = field(default_factory=dict)
     # the model suite's rows of the reported runs (`harness.report.models_section`)
     models: pd.DataFrame = field(default_factory=lambda: _empty(COLUMNS))
 
@@ -311,6 +314,7 @@ class _Compared:
     regressions: list[Regression]
     since: list[str]  # per failure of the reported run, in its order
     cases: dict[tuple[str, str], tuple[str, str]]
+    base_sqnr: dict[tuple[str, str], float] = field(default_factory=dict)  # the baseline's
 
 
 class _Comparer:
@@ -356,14 +360,32 @@ class _Comparer:
         failing = mine[mine["outcome"].isin(BAD)]
         since = _failing_since(every, failing) if len(failing) else []
         listed = {r.nodeid for r in regressions}
-        cases = {
-            (platform, nodeid): (scheme or "-", path or "-")
-            for nodeid, scheme, path in zip(
-                *(column_values(mine, c) for c in ("nodeid", "scheme", "path")), strict=True
-            )
-            if nodeid in listed
-        }
-        return _Compared(baseline, notes, regressions, since, cases)
+        # a test missing tonight (its plugin gone) keeps the scheme and path it had
+        cases = _cases(platform, old, listed) if old is not None else {}
+        cases.update(_cases(platform, mine, listed))
+        base_sqnr = _cell_sqnr(old) if old is not None else {}
+        return _Compared(baseline, notes, regressions, since, cases, base_sqnr)
+
+
+def _cell_sqnr(rows: pd.DataFrame) -> dict[tuple[str, str], float]:
+    """The linear suite's median SQNR per (scheme, path), as `RunDigest.cell_sqnr` has it."""
+    linear = rows[(rows["suite"] == "linear") & rows["sqnr_db"].notna()]
+    linear = linear[linear["scheme"].notna() & linear["path"].notna()]
+    medians = linear.groupby(["scheme", "path"])["sqnr_db"].median()
+    return {(str(s), str(p)): float(m) for (s, p), m in medians.items()}
+
+
+def _cases(
+    platform: str, rows: pd.DataFrame, listed: set[str]
+) -> dict[tuple[str, str], tuple[str, str]]:
+    """(platform, test) -> (scheme, path) of the ``listed`` tests in ``rows``."""
+    return {
+        (platform, nodeid): (scheme or "-", path or "-")
+        for nodeid, scheme, path in zip(
+            *(column_values(rows, c) for c in ("nodeid", "scheme", "path")), strict=True
+        )
+        if nodeid in listed
+    }
 
 
 def _model_rows(current: dict[str, RunDigest]) -> pd.DataFrame:
@@ -411,6 +433,7 @@ def build_report(
     baselines: dict[str, str | None] = {}
     since: dict[str, list[str]] = {}
     cases: dict[tuple[str, str], tuple[str, str]] = {}
+    base_sqnr: dict[str, dict[tuple[str, str], float]] = {}
     for platform, run in current.items():
         found = compare.runner(platform, run)
         if found is None:
@@ -423,6 +446,7 @@ def build_report(
             notes.append(missing_baseline_note(platform))
         regressions += found.regressions
         since[platform] = found.since
+        base_sqnr[platform] = found.base_sqnr
         cases.update(found.cases)
 
     failures = []
@@ -470,6 +494,11 @@ def build_report(
         skips=skips,
         notes=notes,
         cases=cases,
+        cell_sqnr={
+            (scheme, path, platform): (value, base_sqnr.get(platform, {}).get((scheme, path)))
+            for platform, run in current.items()
+            for (scheme, path), value in run.cell_sqnr.items()
+        },
         sqnr=known.sqnr_medians(),
         peaks=_peaks(current),
         benchmarks=known.benchmark_rows(),

@@ -93,3 +93,25 @@ def test_peak_memory_plot_shows_the_memory_suites_forward_peaks(
     widths = dict(zip(labels, [p.get_width() for p in ax.patches], strict=True))
     assert widths == {"mxfp4": 0.75, "fp8": 2.5}
     assert "forward" in ax.get_xlabel()
+
+
+def test_peaks_alike_are_not_plotted_and_the_page_gives_their_range(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pathlib import Path
+
+    from harness.report.html_page import render_html
+    from harness.report.nightly import PEAK_COLUMNS, NightlyReport
+
+    figures = _capture(monkeypatch)
+    mib = 2**20
+    # every scheme's forward peak about 4 MiB: bars of one length tell nothing apart
+    peaks = pd.DataFrame(
+        [("cpu", "fp8", "memory", 4.0 * mib), ("cpu", "mxfp4", "memory", 4.1 * mib)],
+        columns=list(PEAK_COLUMNS),
+    )
+    assert plots.peak_memory(peaks) is None
+    assert figures == []
+    report = NightlyReport({}, {}, {}, [], [], [], peaks=peaks)
+    page = render_html(report, Path("report.html"))
+    assert "every scheme's peak is between 4.00 and 4.10 MiB (within 5%)" in page

@@ -75,3 +75,26 @@ def test_examples_keep_history_on_a_durable_branch(name: str) -> None:
     assert 'git push origin "HEAD:$QH_HISTORY_BRANCH"' in scripts
     assert doc["env"]["QH_HISTORY_BRANCH"] == "qharness-history"
     assert job["permissions"]["contents"] == "write"
+
+
+def test_the_page_shows_each_runners_stack_once_per_distinct_stack(tmp_path: Path) -> None:
+    """report.html's provenance section: commits, torch, plugin and engine versions, one
+    row per distinct stack, naming its runners."""
+    stack = {"plugins": {"qharness-vllm": "0.1"}, "engines": {"vllm": "0.8.0"}, "commits": {}}
+    runs = []
+    for label, engine_commit in (("rack1", "e111"), ("rack2", "e111"), ("rack3", "e333")):
+        prov = {"harness_commit": "h42", "engine_commit": engine_commit, **stack}
+        records = [record("fp8_per_tensor", "native")]
+        doc = results_doc("sm_90", "2026-12-02T03:00:00Z", records, label=label, provenance=prov)
+        runs.append(write_run(tmp_path, f"20261202T0300Z-sm_90-{label}", doc))
+    page = render_html(build_report(runs), tmp_path / "report.html")
+    section = page.split("<h2>Provenance</h2>", 1)[1].split("</table>", 1)[0]
+    rows = section.split("<tr>")[2:]
+    assert len(rows) == 2
+    assert "2: sm_90@rack1, sm_90@rack2" in rows[0]
+    assert "<code>e111</code>" in rows[0]
+    assert "1: sm_90@rack3" in rows[1]
+    assert "<code>e333</code>" in rows[1]
+    for row in rows:
+        assert "<code>h42</code>" in row
+        assert "engines: vllm 0.8.0; plugins: qharness-vllm 0.1" in row

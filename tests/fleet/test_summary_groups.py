@@ -3,6 +3,7 @@ no platform's regressions vanish behind a cut list, and shows no absolute runner
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from harness.report.markdown import summary_markdown
@@ -55,3 +56,40 @@ def test_every_platform_scheme_and_path_is_counted_before_tests(tmp_path: Path) 
     assert str(tmp_path) not in summary
     bundle = bundle_filename(failing).replace("_", "\\_")
     assert f"20261202T0300Z-sm\\_90-c3d4/repro/{bundle}" in summary
+
+
+def _vanished_plugin_night(tmp_path: Path) -> tuple[Path, Path]:
+    """Two nights of one runner; the second lacks every test of the `plugin_native` path
+    (its plugin was not installed)."""
+    both = [
+        record(s, p) for s in ("fp8_per_tensor", "mxfp8") for p in ("emulated", "plugin_native")
+    ]
+    old = write_run(tmp_path, "20261201T0300Z-sm_90-a1b2",
+                    results_doc("sm_90", "2026-12-01T03:00:00Z", both))  # fmt: skip
+    tonight = [r for r in both if r["path"] != "plugin_native"]
+    new = write_run(tmp_path, "20261202T0300Z-sm_90-a1b2",
+                    results_doc("sm_90", "2026-12-02T03:00:00Z", tonight))  # fmt: skip
+    return old, new
+
+
+def test_a_vanished_plugins_tests_are_grouped_under_their_scheme_and_path(tmp_path: Path) -> None:
+    old, new = _vanished_plugin_night(tmp_path)
+    report = build_report([new], baseline=old)
+    summary = summary_markdown(report)
+    assert "- · -" not in summary
+    for scheme in ("fp8\\_per\\_tensor", "mxfp8"):
+        assert f"| sm\\_90 | {scheme} | plugin\\_native | 1 | missing 1 |" in summary
+
+
+def test_the_page_groups_regressions_by_runner_scheme_and_path(tmp_path: Path) -> None:
+    from harness.report.html_page import render_html
+
+    old, new = _vanished_plugin_night(tmp_path)
+    page = render_html(build_report([new], baseline=old), tmp_path / "report.html")
+    section = page.split("<h2>Regressions (2)</h2>", 1)[1].split("<h2>", 1)[0]
+    heads = re.findall(r'<th colspan="6">([^<]*)</th>', section)
+    assert heads == [
+        "sm_90 · fp8_per_tensor · plugin_native (1)",
+        "sm_90 · mxfp8 · plugin_native (1)",
+    ]
+    assert "<td>sm_90</td><td>mxfp8</td><td>plugin_native</td>" in section
