@@ -44,6 +44,13 @@ Modules, each with its one job:
   the aggregates, never a frame of every record.
 - ``plain``: The one boundary between frames and renderers: rows leave a frame as plain
   Python values, every missing value `None` (never pandas' NA or NaN).
+- ``fleet_groups``: Runners folded into a few groups (by platform beyond eight runner keys),
+  so a page of 10,000 runners draws a few panels and matrix columns, naming every runner's
+  group.
+- ``matrix_html``: report.html's matrix: scheme x path rows, a column per runner or group;
+  each cell's verdict, per-suite counts, linear median SQNR and its change since baseline.
+- ``stack_section``: The page's provenance section: one row per distinct software stack
+  (torch, qharness, harness and engine commits, plugin and engine versions) with its runners.
 - ``csp``: The HTML page with its styles and plots as same-origin files, for a strict
   Content-Security-Policy (Jenkins).
 - ``annotations``: Regressions and new failures as GitHub Actions annotations, one per
