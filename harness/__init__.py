@@ -64,6 +64,11 @@ _EXPORTS: dict[str, str] = {
     "Numerics": "harness.paths.base",
     "KernelContract": "harness.paths.base",
     "OperandContract": "harness.paths.base",
+    "Kernel": "harness.paths.kernel",
+    "ActivationScales": "harness.paths.kernel",
+    "MixedOperands": "harness.paths.kernel",
+    "OperandSide": "harness.paths.kernel",
+    "SpecCheck": "harness.paths.kernel",
     "DispatchTable": "harness.paths.dispatch",
     "DispatchRow": "harness.paths.dispatch",
     "EMULATE": "harness.paths.dispatch",
@@ -140,10 +145,12 @@ __all__ = [
     "SCORING_FUNCTIONS",
     "TIE_BREAKS",
     "WHOLE",
+    "ActivationScales",
     "DispatchRow",
     "DispatchTable",
     "ExposesOperands",
     "FindingCase",
+    "Kernel",
     "KernelContract",
     "KnownFinding",
     "LinearPath",
@@ -152,12 +159,14 @@ __all__ = [
     "LoadError",
     "LoadState",
     "Loader",
+    "MixedOperands",
     "MoELayer",
     "MoEPath",
     "MoEProblem",
     "MoETrace",
     "Numerics",
     "OperandContract",
+    "OperandSide",
     "PathBase",
     "PlatformInfo",
     "PluginError",
@@ -172,6 +181,7 @@ __all__ = [
     "ScaleFormat",
     "Scheme",
     "SelfRoutingMoEPath",
+    "SpecCheck",
     "Support",
     "__version__",
     "choose",
@@ -309,6 +319,13 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
         foreign_fp8_flavour,
     )
     from harness.paths.findings import FindingCase, KnownFinding
+    from harness.paths.kernel import (
+        ActivationScales,
+        Kernel,
+        MixedOperands,
+        OperandSide,
+        SpecCheck,
+    )
     from harness.paths.operands import ExposesOperands, QuantizedOperands
     from harness.platform.info import PlatformInfo, detect_platform, platform_key
     from harness.platform.interpreter_fp8 import fp8_nan_codes_read_as_nan

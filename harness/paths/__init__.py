@@ -42,6 +42,10 @@ Modules, each with its one job:
 - ``bounds``: The one GEMM bound, `gemm_interval` (see ``compare`` in `harness.core`, which
   describes it with the tolerance policy), and its radius form `gemm_error`, which the MoE
   block's SiLU stage propagates.
+- ``kernel``: `Kernel`, one description of a native kernel's contract (its operands, the
+  activation scales it runs, its capability probe) with ``accepts`` written once; the
+  harness's kernel modes and every adapter's kernels are `Kernel`s (or subclass it, adding
+  how to call the kernel).
 - ``case``: `Case`, the one type of a suite's case: its test id, record fields, finding case
   and golden entry built from the fields it declares (every case class of the linear, MoE,
   loading and model suites inherits it).

@@ -17,6 +17,7 @@ import pytest
 
 from harness.errors import EXIT_BROKEN_PIPE, EXIT_OK, EXIT_USAGE
 from harness.report.results import SCHEMA
+from tests.hang_guard import HANG_GUARD_S
 
 
 def _results_file(path: Path) -> Path:
@@ -41,7 +42,7 @@ def _run_in_deleted_directory(tmp_path: Path, *args: str) -> subprocess.Complete
         ["sh", "-c", script, "sh", str(gone), sys.executable, "-m", "harness", *args],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=HANG_GUARD_S,
     )
 
 
@@ -85,7 +86,7 @@ def test_a_closed_stdout_pipe_is_the_sigpipe_status_with_no_message(command: lis
             stdout=write_end,
             stderr=subprocess.PIPE,
             text=True,
-            timeout=600,
+            timeout=HANG_GUARD_S,
         )
     finally:
         os.close(write_end)

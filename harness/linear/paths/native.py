@@ -46,6 +46,7 @@ from harness.paths.dispatch import (
     dispatch_problems,
     native_decisions,
 )
+from harness.paths.kernel import Kernel
 from harness.paths.operands import QuantizedOperands
 from harness.platform import capabilities
 from harness.platform.info import PlatformInfo, platform_key
@@ -89,27 +90,40 @@ Forward = Callable[
 ]
 
 
-@dataclass(frozen=True)
-class KernelMode:
-    """One native kernel family: its contract (operands, shape limits) and how to call it.
+@dataclass(frozen=True, kw_only=True)
+class KernelMode(Kernel):
+    """One native kernel family: its contract (a `Kernel`: operands from the scheme's
+    QuantSpec fields, gated by the probe ``scaled_mm.<mode>.<format>``), its shape limits
+    and how to call it."""
 
-    A `KernelContract`: ``accepts`` reads the scheme's QuantSpec fields, ``capability``
-    names the probe that gates the mode for the scheme's element format.
-    """
-
-    name: str  # the decision naming it in LINEAR_NATIVE_DISPATCH
     forward: Forward  # (activation, weight, bias, out_dtype) -> y
-    operands: OperandContract  # what it multiplies
     k_multiple: int = 1  # K and N must be multiples of these (on top of GPU alignment)
     n_multiple: int = 1
     out_dtypes: tuple[torch.dtype, ...] | None = None  # None: any; else what was probed
     fused_bias: bool = False  # the kernel adds the bias itself (fp32 output needs a probe)
+    probe_per_format: bool = True
 
-    def accepts(self, scheme: Scheme) -> Support:
-        return self.operands.check(scheme)
 
-    def capability(self, scheme: Scheme) -> str:
-        return f"scaled_mm.{self.name}.{scheme.weight.format}"
+def kernel_mode(
+    name: str,
+    forward: Forward,
+    operands: OperandContract,
+    k_multiple: int = 1,
+    n_multiple: int = 1,
+    out_dtypes: tuple[torch.dtype, ...] | None = None,
+    fused_bias: bool = False,
+) -> KernelMode:
+    """A mode named as the decision in LINEAR_NATIVE_DISPATCH, probed as ``scaled_mm.<name>``."""
+    return KernelMode(
+        name,
+        operands,
+        probe=f"scaled_mm.{name}",
+        forward=forward,
+        k_multiple=k_multiple,
+        n_multiple=n_multiple,
+        out_dtypes=out_dtypes,
+        fused_bias=fused_bias,
+    )
 
 
 def _scaled_mm_forward(
@@ -152,19 +166,19 @@ _PROBED_OUT = (torch.bfloat16,)
 KERNELS: dict[str, KernelMode] = {
     mode.name: mode
     for mode in (
-        KernelMode(
+        kernel_mode(
             "tensorwise",
             _scaled_mm_forward,
             OperandContract(_FP8, FP32.name, _PER_TENSOR, _PER_TENSOR),
             fused_bias=True,
         ),
-        KernelMode(
+        kernel_mode(
             "rowwise",  # a per-tensor activation scale next to per-row weights: (M, 1)
             _scaled_mm_forward,
             OperandContract(_FP8, FP32.name, _PER_TENSOR_OR_ROW, _PER_TENSOR_OR_ROW),
             fused_bias=True,
         ),
-        KernelMode(
+        kernel_mode(
             "blockwise",
             _blockwise_forward,
             OperandContract(
@@ -177,7 +191,7 @@ KERNELS: dict[str, KernelMode] = {
             FP8_BLOCK,
             _PROBED_OUT,
         ),
-        KernelMode(
+        kernel_mode(
             "mx",
             _mx_forward,
             OperandContract(
@@ -255,6 +269,11 @@ def linear_dispatch_problems(table: DispatchTable = LINEAR_NATIVE_DISPATCH) -> l
     return dispatch_problems(SCHEMES, KERNELS, table)
 
 
+def _scale_format(mode: KernelMode) -> str | None:
+    operands = mode.operands
+    return operands.scale_format if isinstance(operands, OperandContract) else None
+
+
 def _why_unmapped(scheme: Scheme) -> str:
     """Why a scheme has no native kernel, from what the scheme is (for the support matrix)."""
     act = scheme.activation
@@ -264,7 +283,7 @@ def _why_unmapped(scheme: Scheme) -> str:
         detail = f"mixed element formats ({scheme.weight.format} x {act.format})"
     elif get_format(act.format).torch_dtype is None and act.format not in MX_OPERANDS:
         detail = f"torch has no {act.format} operand type"
-    elif all(mode.operands.scale_format != act.scale_format for mode in KERNELS.values()):
+    elif all(_scale_format(mode) != act.scale_format for mode in KERNELS.values()):
         detail = f"no kernel mode here takes {act.scale_format} scales"
     else:
         detail = "not in SCALED_MM_SCHEMES"

@@ -20,6 +20,7 @@ from harness.moe.dispatch import GROUPED_BF16, SCALED_GROUPED_ROWWISE
 from harness.moe.model import Operand, QuantizedExperts
 from harness.ops.grouped import grouped_mm_bf16, scaled_grouped_mm_rowwise
 from harness.paths.base import KernelContract, Numerics, OperandContract, Support
+from harness.paths.kernel import ANY_OPERANDS, ContractedKernel, Kernel
 from harness.platform.info import PlatformInfo
 
 from .base import MoEProblem
@@ -65,21 +66,15 @@ def unsort(sorted_rows: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
     return out
 
 
-class Bf16GroupedKernel:
+class Bf16GroupedKernel(ContractedKernel):
     """Dequantize weights and activations to bf16, then torch.nn.functional.grouped_mm.
 
     Runs any scheme (it computes on dequantized values); operands are rounded to bf16
     (exact for MX, whose E8M0-scaled elements fit bf16; not for float32-scaled FP8).
     """
 
-    name = GROUPED_BF16
+    contract = Kernel(GROUPED_BF16, ANY_OPERANDS, probe="grouped_mm.bf16")
     _ALIGN = 8  # 16-byte strides in bf16
-
-    def accepts(self, scheme: Scheme) -> Support:
-        return Support.yes()
-
-    def capability(self, scheme: Scheme) -> str:
-        return "grouped_mm.bf16"
 
     def fits(self, problem: MoEProblem, platform: PlatformInfo) -> Support:
         return _strides_fit(problem, self._ALIGN, "grouped_mm")
@@ -104,20 +99,19 @@ FP8_ROWWISE_OPERANDS = OperandContract(
 )
 
 
-class Fp8RowwiseGroupedKernel:
+class Fp8RowwiseGroupedKernel(ContractedKernel):
     """FP8 codes through torch._scaled_grouped_mm with row-wise float32 scales.
 
     Per-tensor scales are expanded to rows (the same value repeated, exact).
     """
 
-    name = SCALED_GROUPED_ROWWISE
+    contract = Kernel(
+        SCALED_GROUPED_ROWWISE,
+        FP8_ROWWISE_OPERANDS,
+        probe="scaled_grouped_mm.rowwise",
+        probe_per_format=True,
+    )
     _ALIGN = 16  # 16-byte strides in FP8
-
-    def accepts(self, scheme: Scheme) -> Support:
-        return FP8_ROWWISE_OPERANDS.check(scheme)
-
-    def capability(self, scheme: Scheme) -> str:
-        return f"scaled_grouped_mm.rowwise.{scheme.weight.format}"
 
     def fits(self, problem: MoEProblem, platform: PlatformInfo) -> Support:
         return _strides_fit(problem, self._ALIGN, "scaled grouped mm")

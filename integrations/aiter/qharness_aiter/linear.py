@@ -36,15 +36,17 @@ from harness import (
     SCHEMES,
     WHOLE,
     DispatchTable,
+    Kernel,
     KnownFinding,
     LinearPathBase,
     LinearProblem,
+    MixedOperands,
     Numerics,
     OperandContract,
+    OperandSide,
     PlatformInfo,
     QuantizedLinear,
     QuantizedTensor,
-    QuantSpec,
     Scheme,
     Support,
     choose,
@@ -166,62 +168,15 @@ def _call_a8wfp4(
 Block = tuple[int | None, int | None]
 
 
-@dataclass(frozen=True)
-class OperandSide:
-    """What a kernel takes on one operand: element formats, scale format, scale tiles."""
+@dataclass(frozen=True, kw_only=True)
+class AiterGemm(Kernel):
+    """One aiter GEMM (the function in aiter.ops.triton.<name>): its contract, gated by the
+    probe of its Triton dot (``tl.dot`` or ``tl.dot_scaled``) for the element format, and
+    how to call it."""
 
-    formats: frozenset[str]
-    scale_format: str  # a harness.core.scale_formats.SCALE_FORMATS key
-    blocks: frozenset[Block]
-
-    def problem(self, spec: QuantSpec | None, role: str) -> str:
-        if spec is None:
-            return f"{role} is not quantized; the kernel takes quantized operands on both sides"
-        if spec.format not in self.formats:
-            return f"{role} format {spec.format} is not one of {sorted(self.formats)}"
-        if spec.scale_format != self.scale_format:
-            return f"{role} scales are {spec.scale_format}, the kernel takes {self.scale_format}"
-        if spec.block not in self.blocks:
-            takes = ", ".join(str(b) for b in sorted(self.blocks, key=str))
-            return f"{role} scales are {spec.granularity}; the kernel takes tiles {takes}"
-        return ""
-
-
-@dataclass(frozen=True)
-class MixedOperandContract:
-    """A kernel whose two operands differ in element and scale format (gemm_a8wfp4: FP8
-    activations with float32 row scales, MXFP4 weights with E8M0 1x32 scales), each side
-    stated on its own from QuantSpec fields; `OperandContract` takes one format for both."""
-
-    weight: OperandSide
-    activation: OperandSide
-
-    def check(self, scheme: Scheme) -> Support:
-        for side, spec, role in (
-            (self.weight, scheme.weight, "weight"),
-            (self.activation, scheme.activation, "activation"),
-        ):
-            problem = side.problem(spec, role)
-            if problem:
-                return Support.no(problem)
-        return Support.yes()
-
-
-@dataclass(frozen=True)
-class AiterGemm:
-    """One aiter GEMM: its module, what it multiplies (a `KernelContract`), how to call it."""
-
-    name: str  # the function in aiter.ops.triton.<name>
-    operands: OperandContract | MixedOperandContract
     call: Call
     fused_bias: bool  # the kernel adds the bias itself
-    capability_prefix: str  # triton.dot / triton.dot_scaled, + the element format
-
-    def accepts(self, scheme: Scheme) -> Support:
-        return self.operands.check(scheme)
-
-    def capability(self, scheme: Scheme) -> str:
-        return f"{self.capability_prefix}.{scheme.weight.format}"
+    probe_per_format: bool = True
 
 
 _FP8 = frozenset({"e4m3fn", "e4m3fnuz"})
@@ -232,44 +187,44 @@ GEMMS: dict[str, AiterGemm] = {
         AiterGemm(
             "gemm_a8w8",
             OperandContract(_FP8, "fp32", _TENSOR_OR_ROW, _TENSOR_OR_ROW),
-            _call_a8w8,
-            True,
-            "triton.dot",
+            probe="triton.dot",
+            call=_call_a8w8,
+            fused_bias=True,
         ),
         AiterGemm(
             "gemm_a8w8_per_token_scale",
             OperandContract(_FP8, "fp32", _TENSOR_OR_ROW, _TENSOR_OR_ROW),
-            _call_per_token,
-            False,
-            "triton.dot",
+            probe="triton.dot",
+            call=_call_per_token,
+            fused_bias=False,
         ),
         AiterGemm(
             "gemm_a8w8_blockscale",
             OperandContract(
                 _FP8, "fp32", frozenset({(FP8_BLOCK, FP8_BLOCK)}), frozenset({(1, FP8_BLOCK)})
             ),
-            _call_blockscale,
-            False,
-            "triton.dot",
+            probe="triton.dot",
+            call=_call_blockscale,
+            fused_bias=False,
         ),
         AiterGemm(
             "gemm_afp4wfp4",
             OperandContract(
                 frozenset({"e2m1"}), "e8m0", frozenset({(1, MX_BLOCK)}), frozenset({(1, MX_BLOCK)})
             ),
-            _call_afp4wfp4,
-            False,
-            "triton.dot_scaled",
+            probe="triton.dot_scaled",
+            call=_call_afp4wfp4,
+            fused_bias=False,
         ),
         AiterGemm(
             "gemm_a8wfp4",
-            MixedOperandContract(
+            MixedOperands(
                 weight=OperandSide(frozenset({"e2m1"}), E8M0.name, frozenset({(1, MX_BLOCK)})),
                 activation=OperandSide(frozenset({"e4m3fn"}), "fp32", frozenset({(1, WHOLE)})),
             ),
-            _call_a8wfp4,
-            False,
-            "triton.dot_scaled",
+            probe="triton.dot_scaled",
+            call=_call_a8wfp4,
+            fused_bias=False,
         ),
     )
 }

@@ -38,6 +38,7 @@ from harness import (
     SCHEMES,
     WHOLE,
     DispatchTable,
+    Kernel,
     KnownFinding,
     MoELayer,
     MoEProblem,
@@ -64,19 +65,14 @@ from qharness_aiter.loader import AITER_ARCHS, aiter_triton, platform_support
 _FP8 = frozenset({"e4m3fn", "e4m3fnuz"})
 
 
-@dataclass(frozen=True)
-class FusedMoEMode:
-    """One way `fused_moe` scales FP8 operands: per tensor, or per block (``block_shape``)."""
+@dataclass(frozen=True, kw_only=True)
+class FusedMoEMode(Kernel):
+    """One way `fused_moe` scales FP8 operands: per tensor, or per block (``block_shape``);
+    gated by the probe of ``tl.dot`` for the element format."""
 
-    name: str
-    operands: OperandContract
     block_shape: list[int] | None  # [block_n, block_k] of the weight scales
-
-    def accepts(self, scheme: Scheme) -> Support:
-        return self.operands.check(scheme)
-
-    def capability(self, scheme: Scheme) -> str:
-        return f"triton.dot.{scheme.weight.format}"
+    probe: str = "triton.dot"
+    probe_per_format: bool = True
 
 
 PER_TENSOR = "fused_moe.per_tensor"
@@ -88,7 +84,7 @@ MODES: dict[str, FusedMoEMode] = {
         FusedMoEMode(
             PER_TENSOR,
             OperandContract(_FP8, "fp32", frozenset({(WHOLE, WHOLE)}), frozenset({(WHOLE, WHOLE)})),
-            None,
+            block_shape=None,
         ),
         # B_scale [E, N/128, K/128]; A_scale [tokens, K/128]
         FusedMoEMode(
@@ -96,7 +92,7 @@ MODES: dict[str, FusedMoEMode] = {
             OperandContract(
                 _FP8, "fp32", frozenset({(FP8_BLOCK, FP8_BLOCK)}), frozenset({(1, FP8_BLOCK)})
             ),
-            [FP8_BLOCK, FP8_BLOCK],
+            block_shape=[FP8_BLOCK, FP8_BLOCK],
         ),
     )
 }

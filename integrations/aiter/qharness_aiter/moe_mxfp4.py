@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import nullcontext
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -41,6 +40,7 @@ from harness import (
     MOE_SCHEMES,
     MX_BLOCK,
     DispatchTable,
+    Kernel,
     MoELayer,
     MoETrace,
     OperandContract,
@@ -48,7 +48,6 @@ from harness import (
     QuantizedTensor,
     Routing,
     Scheme,
-    Support,
     combine,
     dispatch_problems,
     e8m0_encode,
@@ -63,27 +62,16 @@ from qharness_aiter.moe import AiterMoEPathBase, Aligned, align, arch_table
 _MX_TILE = frozenset({(1, MX_BLOCK)})
 
 
-@dataclass(frozen=True)
-class MXFP4MoEMode:
-    """One operand pairing of `fused_moe_mxfp4` (a `KernelContract`)."""
-
-    name: str
-    operands: OperandContract
-
-    def accepts(self, scheme: Scheme) -> Support:
-        return self.operands.check(scheme)
-
-    def capability(self, scheme: Scheme) -> str:
-        return f"triton.dot_scaled.{scheme.weight.format}"
-
-
 # The wrapper takes A either as MXFP4 (uint8 with A_mx_scale) or without block scales
 # (bf16/fp16/fp8 and the per-tensor A_scale: "A_mx_scale should not exist when A is not
 # mxfp4"), so 1x32-scaled FP8 activations (w_mxfp4_a_fp8) are not a pairing it takes.
 A_MXFP4 = "fused_moe_mxfp4.a_mxfp4"
-MODES: dict[str, MXFP4MoEMode] = {
-    A_MXFP4: MXFP4MoEMode(
-        A_MXFP4, OperandContract(frozenset({"e2m1"}), "e8m0", _MX_TILE, _MX_TILE)
+MODES: dict[str, Kernel] = {
+    A_MXFP4: Kernel(
+        A_MXFP4,
+        OperandContract(frozenset({"e2m1"}), "e8m0", _MX_TILE, _MX_TILE),
+        probe="triton.dot_scaled",
+        probe_per_format=True,
     ),
 }
 

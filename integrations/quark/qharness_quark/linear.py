@@ -43,8 +43,9 @@ from harness import (
     EMULATE,
     SCHEMES,
     WHOLE,
+    ActivationScales,
     DispatchTable,
-    KernelContract,
+    Kernel,
     KnownFinding,
     LinearPathBase,
     LinearProblem,
@@ -77,33 +78,25 @@ QPARAMS_OPERANDS = OperandContract(
 )
 
 
-class QParamsLinearKernel:
-    """Quark's QParamsLinear forward as a kernel contract: FP8 operands, and an input
-    quantizer that is static per tensor or dynamic per token (per row)."""
-
-    name = "quark_qparams_linear"
-
-    def accepts(self, scheme: Scheme) -> Support:
-        fits = QPARAMS_OPERANDS.check(scheme)
-        act = scheme.activation
-        if not fits.ok or act is None:
-            return fits
-        if act.dynamic != (act.granularity == "per_row"):
-            return Support.no(
-                "the input quantizer is static per tensor or dynamic per token, not "
-                f"{'dynamic' if act.dynamic else 'static'} {act.granularity}"
-            )
-        return Support.yes()
-
-    def capability(self, scheme: Scheme) -> str:
-        return ""  # no probe: its CPU forward is dequantize + F.linear
+# Quark's QParamsLinear forward: FP8 operands, and an input quantizer that is static per
+# tensor or dynamic per token (per row); no probe, since its CPU forward is dequantize +
+# F.linear.
+QPARAMS_LINEAR = Kernel(
+    "quark_qparams_linear",
+    QPARAMS_OPERANDS,
+    ActivationScales(
+        dynamic=frozenset({(1, WHOLE)}),
+        static=frozenset({(WHOLE, WHOLE)}),
+        why="Quark's input quantizer is static per tensor or dynamic per token",
+    ),
+)
 
 
-KERNELS: dict[str, KernelContract] = {k.name: k for k in (QParamsLinearKernel(),)}
+KERNELS: dict[str, Kernel] = {k.name: k for k in (QPARAMS_LINEAR,)}
 # One row for every platform: FP8_LINEAR_SCHEMES to the kernel, every other scheme refused.
 FP8_LINEAR_DISPATCH: DispatchTable = {
     ANY_PLATFORM: {
-        QParamsLinearKernel.name: frozenset(FP8_LINEAR_SCHEMES),
+        QPARAMS_LINEAR.name: frozenset(FP8_LINEAR_SCHEMES),
         EMULATE: frozenset(SCHEMES) - frozenset(FP8_LINEAR_SCHEMES),
     }
 }

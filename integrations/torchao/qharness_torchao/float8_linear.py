@@ -40,8 +40,9 @@ from harness import (
     EMULATE,
     SCHEMES,
     WHOLE,
+    ActivationScales,
     DispatchTable,
-    KernelContract,
+    Kernel,
     KnownFinding,
     LinearPathBase,
     LinearProblem,
@@ -73,27 +74,21 @@ PER_ROW_E4M3FN = OperandContract(
 )
 
 
-class Float8RowwiseKernel:
-    """torchao's Float8Tensor linear with its PerRow recipe as a kernel contract: per-row
-    e4m3fn operands, the activation quantized dynamically (torchao computes its scale)."""
-
-    name = "torchao_float8_linear"
-
-    def accepts(self, scheme: Scheme) -> Support:
-        fits = PER_ROW_E4M3FN.check(scheme)
-        if fits.ok and scheme.activation is not None and not scheme.activation.dynamic:
-            return Support.no("the activation scale is static; its PerRow recipe is dynamic")
-        return fits
-
-    def capability(self, scheme: Scheme) -> str:
-        return ""  # no probe: torch._scaled_mm rowwise runs on CPU
+# torchao's Float8Tensor linear with its PerRow recipe: per-row e4m3fn operands, the
+# activation quantized dynamically (torchao computes its scale); no probe, since
+# torch._scaled_mm rowwise runs on CPU.
+FLOAT8_ROWWISE = Kernel(
+    "torchao_float8_linear",
+    PER_ROW_E4M3FN,
+    ActivationScales(static=frozenset(), why="torchao's PerRow recipe is dynamic"),
+)
 
 
-KERNELS: dict[str, KernelContract] = {k.name: k for k in (Float8RowwiseKernel(),)}
+KERNELS: dict[str, Kernel] = {k.name: k for k in (FLOAT8_ROWWISE,)}
 # One row for every platform: FLOAT8_LINEAR_SCHEMES to the kernel, every other scheme refused.
 FLOAT8_LINEAR_DISPATCH: DispatchTable = {
     ANY_PLATFORM: {
-        Float8RowwiseKernel.name: frozenset(FLOAT8_LINEAR_SCHEMES),
+        FLOAT8_ROWWISE.name: frozenset(FLOAT8_LINEAR_SCHEMES),
         EMULATE: frozenset(SCHEMES) - frozenset(FLOAT8_LINEAR_SCHEMES),
     }
 }

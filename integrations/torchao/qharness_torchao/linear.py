@@ -41,7 +41,7 @@ from harness import (
     MX_BLOCK,
     SCHEMES,
     DispatchTable,
-    KernelContract,
+    Kernel,
     LinearPathBase,
     LinearProblem,
     Numerics,
@@ -51,6 +51,7 @@ from harness import (
     QuantizedTensor,
     QuantSpec,
     Scheme,
+    SpecCheck,
     Support,
     choose,
     dispatch_problems,
@@ -115,30 +116,18 @@ def _mx_spec_problem(spec: QuantSpec | None, role: str) -> str:
     return ""
 
 
-class ToMXLinearKernel:
-    """torchao's MX linear (to_mx, then its emulated MX matmul) as a kernel contract: MX
-    operands on both sides, element dtypes and scale modes torchao has (weight and
-    activation formats may differ)."""
-
-    name = "torchao_mx_linear"
-
-    def accepts(self, scheme: Scheme) -> Support:
-        for spec, role in ((scheme.weight, "weight"), (scheme.activation, "activation")):
-            problem = _mx_spec_problem(spec, role)
-            if problem:
-                return Support.no(problem)
-        return Support.yes()
-
-    def capability(self, scheme: Scheme) -> str:
-        return ""  # no probe: the emulated MX kernel runs wherever torch does
+# torchao's MX linear (to_mx, then its emulated MX matmul): MX operands on both sides, the
+# element dtypes and scale modes torchao has (weight and activation formats may differ);
+# no probe, since the emulated MX kernel runs wherever torch does.
+TO_MX_LINEAR = Kernel("torchao_mx_linear", SpecCheck(_mx_spec_problem))
 
 
-KERNELS: dict[str, KernelContract] = {k.name: k for k in (ToMXLinearKernel(),)}
+KERNELS: dict[str, Kernel] = {k.name: k for k in (TO_MX_LINEAR,)}
 # One row for every platform: MX_LINEAR_SCHEMES to the kernel, every other registered
 # scheme refused (EMULATE: torchao has no kernel for it; supports() says why).
 MX_LINEAR_DISPATCH: DispatchTable = {
     ANY_PLATFORM: {
-        ToMXLinearKernel.name: frozenset(MX_LINEAR_SCHEMES),
+        TO_MX_LINEAR.name: frozenset(MX_LINEAR_SCHEMES),
         EMULATE: frozenset(SCHEMES) - frozenset(MX_LINEAR_SCHEMES),
     }
 }

@@ -62,15 +62,17 @@ from vllm.model_executor.layers.quantization.compressed_tensors.schemes import (
 
 from harness import (
     EMULATE,
-    FP32,
     SCHEMES,
     WHOLE,
+    ActivationScales,
     DispatchTable,
     FindingCase,
+    Kernel,
     KnownFinding,
     LinearPathBase,
     LinearProblem,
     Numerics,
+    OperandContract,
     PlatformInfo,
     QuantizedLinear,
     QuantizedOperands,
@@ -90,59 +92,63 @@ WEIGHT_TILES: dict[QuantizationStrategy, tuple[int | None, int | None]] = {
 }
 
 
-@dataclass(frozen=True)
-class VllmLinearConfig:
+@dataclass(frozen=True, kw_only=True)
+class VllmLinearConfig(Kernel):
     """A compressed-tensors FP8 configuration of vLLM's W8A8 scheme, as a kernel contract:
     the decision the dispatch table sends a harness scheme to. Which CPU kernel vLLM then
-    runs for it is vLLM's own selection, asked per problem (`kernel_choice`), never assumed."""
+    runs for it is vLLM's own selection, asked per problem (`kernel_choice`), never assumed
+    (no harness probe). Its operands are read from the scheme's fields, since a loaded layer
+    keeps its scheme's name when a loader changes its formats."""
 
-    name: str
     strategy: QuantizationStrategy  # weight scale granularity
     static_input: bool  # per-tensor static activation scale, else dynamic (per token)
     block: tuple[int, int] | None = None  # weight block for the BLOCK strategy
 
-    def weight_tile(self) -> tuple[int | None, int | None]:
-        return self.block if self.block is not None else WEIGHT_TILES[self.strategy]
 
-    def activation_tile(self) -> tuple[int | None, int | None]:
-        if self.static_input:
-            return (WHOLE, WHOLE)
-        return (1, WHOLE) if self.block is None else (1, self.block[1])
-
-    def accepts(self, scheme: Scheme) -> Support:
-        """Whether ``scheme``'s fields are this configuration's (a loaded layer keeps its
-        scheme's name when a loader changes its formats, so the name alone is not enough)."""
-        act = scheme.activation
-        for role, spec, tile in (
-            ("weight", scheme.weight, self.weight_tile()),
-            ("activation", act, self.activation_tile()),
-        ):
-            if spec is None or spec.format != "e4m3fn" or spec.scale_fmt is not FP32:
-                what = "unquantized" if spec is None else f"{spec.format}/{spec.scale_format}"
-                return Support.no(f"{role} is {what}; vLLM's CPU FP8 path takes e4m3fn/fp32")
-            if spec.block != tile:
-                return Support.no(f"{role} scales are {spec.granularity}, not {tile}")
-        if act is not None and act.dynamic == self.static_input:
-            return Support.no("activation scales are " + ("dynamic" if act.dynamic else "static"))
-        return Support.yes()
-
-    def capability(self, scheme: Scheme) -> str:
-        return ""  # no harness probe: vLLM's own selection decides (`kernel_choice`)
+def vllm_linear_config(
+    name: str,
+    strategy: QuantizationStrategy,
+    static_input: bool,
+    block: tuple[int, int] | None = None,
+) -> VllmLinearConfig:
+    """The configuration and its contract: e4m3fn operands with float32 scales, the weight
+    tile of ``strategy`` (or ``block``), and the activation vLLM's scheme gives it: static
+    per tensor, or dynamic per token (1 x block[1] for block weights)."""
+    weight_tile = block if block is not None else WEIGHT_TILES[strategy]
+    if static_input:
+        activation_tile: tuple[int | None, int | None] = (WHOLE, WHOLE)
+    else:
+        activation_tile = (1, WHOLE) if block is None else (1, block[1])
+    kind = "static" if static_input else "dynamic"
+    return VllmLinearConfig(
+        name,
+        OperandContract(
+            frozenset({"e4m3fn"}), "fp32", frozenset({weight_tile}), frozenset({activation_tile})
+        ),
+        ActivationScales(
+            dynamic=None if not static_input else frozenset(),
+            static=None if static_input else frozenset(),
+            why=f"this compressed-tensors configuration's input scheme is {kind}",
+        ),
+        strategy=strategy,
+        static_input=static_input,
+        block=block,
+    )
 
 
 # The compressed-tensors configurations that hold the harness's FP8 checkpoints. Activation
 # granularity follows from vLLM's scheme: static is per-tensor, dynamic per token (or
 # 1 x block[1] for block weights), which is what each scheme sent to one declares.
-PER_TENSOR_STATIC = VllmLinearConfig(
+PER_TENSOR_STATIC = vllm_linear_config(
     "ct_w8a8_fp8_tensor_static", QuantizationStrategy.TENSOR, static_input=True
 )
-PER_CHANNEL_DYNAMIC = VllmLinearConfig(
+PER_CHANNEL_DYNAMIC = vllm_linear_config(
     "ct_w8a8_fp8_channel_dynamic", QuantizationStrategy.CHANNEL, static_input=False
 )
-PER_CHANNEL_STATIC = VllmLinearConfig(
+PER_CHANNEL_STATIC = vllm_linear_config(
     "ct_w8a8_fp8_channel_static", QuantizationStrategy.CHANNEL, static_input=True
 )
-BLOCK_DYNAMIC = VllmLinearConfig(
+BLOCK_DYNAMIC = vllm_linear_config(
     "ct_w8a8_fp8_block128_dynamic",
     QuantizationStrategy.BLOCK,
     static_input=False,

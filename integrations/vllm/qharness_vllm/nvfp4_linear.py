@@ -48,7 +48,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 from unittest import mock
@@ -69,7 +68,9 @@ from harness import (
     EMULATE,
     NVFP4_BLOCK,
     SCHEMES,
+    ActivationScales,
     DispatchTable,
+    Kernel,
     LinearPathBase,
     LinearProblem,
     Numerics,
@@ -77,6 +78,7 @@ from harness import (
     QuantizedLinear,
     QuantSpec,
     Scheme,
+    SpecCheck,
     Support,
     choose,
     dispatch_problems,
@@ -97,33 +99,18 @@ def _nvfp4_problem(spec: QuantSpec | None, role: str) -> str:
     return ""
 
 
-@dataclass(frozen=True)
-class VllmNvfp4Config:
-    """vLLM's compressed-tensors NVFP4 W4A4 scheme as a kernel contract: NVFP4 weights and
-    NVFP4 activations with a static per-tensor global (``input_global_scale``, one per
-    layer) and block scales computed per call."""
-
-    name: str
-
-    def accepts(self, scheme: Scheme) -> Support:
-        for spec, role in ((scheme.weight, "weight"), (scheme.activation, "activation")):
-            problem = _nvfp4_problem(spec, role)
-            if problem:
-                return Support.no(problem)
-        act = scheme.activation
-        if act is not None and act.dynamic:
-            return Support.no(
-                "the activation's per-tensor scale is dynamic; vLLM's W4A4 NVFP4 takes the "
-                "checkpoint's static input_global_scale"
-            )
-        return Support.yes()
-
-    def capability(self, scheme: Scheme) -> str:
-        return ""  # no harness probe: the emulation runs wherever torch does
-
-
-CT_W4A4_NVFP4 = VllmNvfp4Config("ct_w4a4_nvfp4_emulation")
-KERNELS: dict[str, VllmNvfp4Config] = {CT_W4A4_NVFP4.name: CT_W4A4_NVFP4}
+# vLLM's compressed-tensors NVFP4 W4A4 scheme: NVFP4 weights and NVFP4 activations with a
+# static per-tensor global (``input_global_scale``, one per layer) and block scales
+# computed per call; no harness probe, since the emulation runs wherever torch does.
+CT_W4A4_NVFP4 = Kernel(
+    "ct_w4a4_nvfp4_emulation",
+    SpecCheck(_nvfp4_problem),
+    ActivationScales(
+        dynamic=frozenset(),
+        why="vLLM's W4A4 NVFP4 takes the checkpoint's static input_global_scale",
+    ),
+)
+KERNELS: dict[str, Kernel] = {CT_W4A4_NVFP4.name: CT_W4A4_NVFP4}
 
 _A16 = (
     "vLLM has no weight-only NVFP4 emulation: for a W4A16 checkpoint (CompressedTensorsW4A4Fp4"

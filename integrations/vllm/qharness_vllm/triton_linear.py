@@ -44,7 +44,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -54,8 +53,10 @@ from harness import (
     FP8_BLOCK,
     SCHEMES,
     WHOLE,
+    ActivationScales,
     DispatchTable,
     FindingCase,
+    Kernel,
     KnownFinding,
     LinearPathBase,
     LinearProblem,
@@ -86,31 +87,10 @@ PER_ROW = (1, WHOLE)
 TAIL_TILE = (16, 32, 64)  # BLOCK_M, BLOCK_N, BLOCK_K of the _tails paths (module doc)
 
 
-@dataclass(frozen=True)
-class TritonKernel:
-    """A vLLM Triton GEMM's contract: the operands it takes, read from QuantSpec fields."""
-
-    name: str
-    operands: OperandContract
-    static_activation: bool  # whether it runs a static (per-tensor) activation scale
-
-    def accepts(self, scheme: Scheme) -> Support:
-        fits = self.operands.check(scheme)
-        if not fits.ok:
-            return fits
-        act = scheme.activation
-        if act is not None and not act.dynamic:
-            if not self.static_activation:
-                return Support.no("vLLM runs this kernel with dynamic activation scales only")
-            if act.block != PER_TENSOR:
-                return Support.no("vLLM's static activation scales are per-tensor")
-        return Support.yes()
-
-    def capability(self, scheme: Scheme) -> str:
-        return "triton"
-
-
-SCALED_MM = TritonKernel(
+# vLLM's Triton GEMMs (probe "triton": the interpreter or a GPU runs them). The per-tensor
+# and per-row kernel runs a static activation scale only per tensor; the block kernel runs
+# dynamic activation scales only.
+SCALED_MM = Kernel(
     "triton_scaled_mm",
     OperandContract(
         formats=FP8_FORMATS,
@@ -118,9 +98,12 @@ SCALED_MM = TritonKernel(
         weight_blocks=frozenset({PER_TENSOR, PER_ROW}),
         activation_blocks=frozenset({PER_TENSOR, PER_ROW}),
     ),
-    static_activation=True,
+    ActivationScales(
+        static=frozenset({PER_TENSOR}), why="vLLM's static activation scales are per-tensor"
+    ),
+    probe="triton",
 )
-BLOCK_FP8 = TritonKernel(
+BLOCK_FP8 = Kernel(
     "w8a8_triton_block_scaled_mm",
     OperandContract(
         formats=FP8_FORMATS,
@@ -128,9 +111,12 @@ BLOCK_FP8 = TritonKernel(
         weight_blocks=frozenset({(FP8_BLOCK, FP8_BLOCK)}),
         activation_blocks=frozenset({(1, FP8_BLOCK)}),
     ),
-    static_activation=False,
+    ActivationScales(
+        static=frozenset(), why="vLLM runs this kernel with dynamic activation scales only"
+    ),
+    probe="triton",
 )
-KERNELS: dict[str, TritonKernel] = {k.name: k for k in (SCALED_MM, BLOCK_FP8)}
+KERNELS: dict[str, Kernel] = {k.name: k for k in (SCALED_MM, BLOCK_FP8)}
 
 
 def _row(kernel: str, runs: frozenset[str]) -> dict[str, frozenset[str]]:
@@ -307,14 +293,14 @@ class _VllmTritonPath(LinearPathBase):
     """One vLLM Triton GEMM, run as vLLM runs it, on a GPU or under the interpreter."""
 
     engine = ENGINE
-    kernel: ClassVar[TritonKernel]
+    kernel: ClassVar[Kernel]
     table: ClassVar[DispatchTable]
     tile: ClassVar[tuple[int, int, int] | None] = None  # None: vLLM's own tuning choice
     # QuantFP8 (module doc): dynamic scales bounded below by 1/(fp8_max*512); fnuz at 224
     conventions: frozenset[str] = frozenset({"min_scale_1_over_512max", "fnuz_clamp_224"})
 
     @property
-    def kernels(self) -> dict[str, TritonKernel]:
+    def kernels(self) -> dict[str, Kernel]:
         return {self.kernel.name: self.kernel}
 
     def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:

@@ -52,6 +52,7 @@ from harness import (
     MOE_SCHEMES,
     WHOLE,
     DispatchTable,
+    Kernel,
     KnownFinding,
     MoELayer,
     MoEProblem,
@@ -84,20 +85,13 @@ from qharness_vllm.triton_platform import (
 _FP8 = frozenset({"e4m3fn", "e4m3fnuz"})
 
 
-@dataclass(frozen=True)
-class FusedMoEMode:
+@dataclass(frozen=True, kw_only=True)
+class FusedMoEMode(Kernel):
     """One way ``fused_moe_kernel`` scales FP8 operands, as its launcher's flags name it."""
 
-    name: str
-    operands: OperandContract
     per_channel_quant: bool  # per-token A scales [rows, 1], per-channel B scales [E, N, 1]
     block_shape: list[int] | None  # [block_n, block_k] of the weight scales
-
-    def accepts(self, scheme: Scheme) -> Support:
-        return self.operands.check(scheme)
-
-    def capability(self, scheme: Scheme) -> str:
-        return "triton"
+    probe: str = "triton"
 
 
 PER_TENSOR = "fused_moe_kernel.per_tensor"
@@ -110,15 +104,15 @@ MODES: dict[str, FusedMoEMode] = {
         FusedMoEMode(
             PER_TENSOR,
             OperandContract(_FP8, "fp32", frozenset({(WHOLE, WHOLE)}), frozenset({(WHOLE, WHOLE)})),
-            False,
-            None,
+            per_channel_quant=False,
+            block_shape=None,
         ),
         # A_scale [rows, 1] per token, B_scale [E, N, 1] per output channel, after the loop
         FusedMoEMode(
             PER_CHANNEL,
             OperandContract(_FP8, "fp32", frozenset({(1, WHOLE)}), frozenset({(1, WHOLE)})),
-            True,
-            None,
+            per_channel_quant=True,
+            block_shape=None,
         ),
         # A_scale [rows, K/128], B_scale [E, N/128, K/128], applied per K block in the loop
         FusedMoEMode(
@@ -126,8 +120,8 @@ MODES: dict[str, FusedMoEMode] = {
             OperandContract(
                 _FP8, "fp32", frozenset({(FP8_BLOCK, FP8_BLOCK)}), frozenset({(1, FP8_BLOCK)})
             ),
-            False,
-            [FP8_BLOCK, FP8_BLOCK],
+            per_channel_quant=False,
+            block_shape=[FP8_BLOCK, FP8_BLOCK],
         ),
     )
 }
