@@ -11,13 +11,22 @@ call the kernel), instead of each writing a contract class with its own ``accept
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
 from harness.core.schemes import QuantSpec, Scheme
 from harness.core.spec import Block, granularity
 from harness.paths.base import Support
+
+
+def first_problem(problems: Iterable[str]) -> Support:
+    """Support.no(the first non-empty problem), else Support.yes() (lazily: the first
+    problem stops the rest)."""
+    for problem in problems:
+        if problem:
+            return Support.no(problem)
+    return Support.yes()
 
 
 class OperandCheck(Protocol):
@@ -35,11 +44,10 @@ class SpecCheck:
     problem: Callable[[QuantSpec | None, str], str]
 
     def check(self, scheme: Scheme) -> Support:
-        for spec, role in ((scheme.weight, "weight"), (scheme.activation, "activation")):
-            problem = self.problem(spec, role)
-            if problem:
-                return Support.no(problem)
-        return Support.yes()
+        return first_problem(
+            self.problem(spec, role)
+            for spec, role in ((scheme.weight, "weight"), (scheme.activation, "activation"))
+        )
 
 
 @dataclass(frozen=True)
@@ -73,14 +81,13 @@ class MixedOperands:
     activation: OperandSide
 
     def check(self, scheme: Scheme) -> Support:
-        for side, spec, role in (
-            (self.weight, scheme.weight, "weight"),
-            (self.activation, scheme.activation, "activation"),
-        ):
-            problem = side.problem(spec, role)
-            if problem:
-                return Support.no(problem)
-        return Support.yes()
+        return first_problem(
+            side.problem(spec, role)
+            for side, spec, role in (
+                (self.weight, scheme.weight, "weight"),
+                (self.activation, scheme.activation, "activation"),
+            )
+        )
 
 
 @dataclass(frozen=True)
