@@ -96,6 +96,11 @@ _EXPORTS: dict[str, str] = {
     "MOE_SCHEMES": "harness.moe.dispatch",
     "MoELayer": "harness.moe.model",
     "MoETrace": "harness.moe.model",
+    "run_fused_moe": "harness.moe.model",
+    "QuantizedExperts": "harness.moe.model",
+    "FusedMoEPathBase": "harness.moe.paths.fused",
+    "rest_emulated": "harness.moe.paths.fused",
+    "Choice": "harness.paths.dispatch",
     "Routing": "harness.moe.model",
     "quantize_operand": "harness.moe.model",
     "silu_and_mul": "harness.moe.model",
@@ -146,10 +151,12 @@ __all__ = [
     "TIE_BREAKS",
     "WHOLE",
     "ActivationScales",
+    "Choice",
     "DispatchRow",
     "DispatchTable",
     "ExposesOperands",
     "FindingCase",
+    "FusedMoEPathBase",
     "Kernel",
     "KernelContract",
     "KnownFinding",
@@ -172,6 +179,7 @@ __all__ = [
     "PluginError",
     "QHarnessError",
     "QuantSpec",
+    "QuantizedExperts",
     "QuantizedLinear",
     "QuantizedOperands",
     "QuantizedTensor",
@@ -216,7 +224,9 @@ __all__ = [
     "reference_route",
     "register_scheme",
     "requantize_with_max_scale",
+    "rest_emulated",
     "routes_itself",
+    "run_fused_moe",
     "scales_to_tile_grid",
     "silu_and_mul",
     "unpack_fp4",
@@ -282,9 +292,11 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from harness.moe.model import (
         MoELayer,
         MoETrace,
+        QuantizedExperts,
         Routing,
         combine,
         quantize_operand,
+        run_fused_moe,
         silu_and_mul,
     )
     from harness.moe.paths.base import (
@@ -293,6 +305,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
         SelfRoutingMoEPath,
         routes_itself,
     )
+    from harness.moe.paths.fused import FusedMoEPathBase, rest_emulated
     from harness.moe.routing import (
         SCORING_FUNCTIONS,
         TIE_BREAKS,
@@ -312,6 +325,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from harness.paths.dispatch import (
         ANY_PLATFORM,
         EMULATE,
+        Choice,
         DispatchRow,
         DispatchTable,
         choose,

@@ -285,8 +285,7 @@ def combine(y: torch.Tensor, routing: Routing) -> torch.Tensor:
     return (y.float().reshape(t, k, -1) * routing.weights.float()[:, :, None]).sum(dim=1)
 
 
-def run_moe(layer: MoELayer, x: torch.Tensor, routing: Routing, gemm: GroupedGemm) -> MoETrace:
-    """The MoE block with ``gemm`` as its grouped GEMM; everything else is the reference."""
+def _check_fits(layer: MoELayer, x: torch.Tensor, routing: Routing) -> None:
     if x.dim() != 2 or x.shape[1] != layer.hidden:
         raise ValueError(f"x must be [tokens, {layer.hidden}], got {tuple(x.shape)}")
     if routing.ids.shape[0] != x.shape[0] or routing.num_experts != layer.num_experts:
@@ -294,6 +293,11 @@ def run_moe(layer: MoELayer, x: torch.Tensor, routing: Routing, gemm: GroupedGem
             f"routing for {routing.ids.shape[0]} tokens over {routing.num_experts} experts "
             f"does not fit x {tuple(x.shape)} and a layer of {layer.num_experts} experts"
         )
+
+
+def run_moe(layer: MoELayer, x: torch.Tensor, routing: Routing, gemm: GroupedGemm) -> MoETrace:
+    """The MoE block with ``gemm`` as its grouped GEMM; everything else is the reference."""
+    _check_fits(layer, x, routing)
     spec = layer.scheme.activation
     experts = routing.row_experts()
     a1 = gather_rows(quantize_operand(x, spec, layer.a1_scale), routing.row_tokens())
@@ -304,6 +308,33 @@ def run_moe(layer: MoELayer, x: torch.Tensor, routing: Routing, gemm: GroupedGem
     return MoETrace(
         out=combine(y, routing), act=act, act_q=a2.quantized, gate_up=gate_up.float(), y=y.float()
     )
+
+
+class RowGatheringGemm(Protocol):
+    """A fused kernel's grouped GEMM, which gathers its rows itself: each (token, slot) pair
+    p reads row p // top_k of ``q`` and multiplies it by its expert's weight; float32
+    values [T * k, N] in canonical pair order."""
+
+    def __call__(
+        self, q: QuantizedTensor | None, w: QuantizedExperts, top_k: int
+    ) -> torch.Tensor: ...
+
+
+def run_fused_moe(
+    layer: MoELayer, x: torch.Tensor, routing: Routing, gemm: RowGatheringGemm
+) -> MoETrace:
+    """`run_moe` for a fused kernel that gathers token rows itself: GEMM 1 gets the quantized
+    tokens [T, H] (each pair reads its token's row, top_k pairs a token), GEMM 2 the
+    quantized intermediate [T * k, I] (one row a pair, top_k 1). Everything else is the
+    reference's."""
+    _check_fits(layer, x, routing)
+    spec = layer.scheme.activation
+    a1 = quantize_operand(x, spec, layer.a1_scale)
+    gate_up = gemm(a1.quantized, layer.w13, routing.ids.shape[1])
+    act = silu_and_mul(gate_up)
+    a2 = quantize_operand(act, spec, layer.a2_scale)
+    y = gemm(a2.quantized, layer.w2, 1)
+    return MoETrace(out=combine(y, routing), act=act, act_q=a2.quantized, gate_up=gate_up, y=y)
 
 
 # ------------------------------------------------------------- float64 reference

@@ -3,7 +3,9 @@
 Another package adds a path through the ``qharness.moe_paths`` entry-point group; the
 entry point names a path object, a path class, or a zero-argument factory
 (harness.registry). Every registered path is parametrized into suites/test_moe.py
-like the built-ins. The built-ins are built on first use, not at import.
+like the built-ins. The built-ins are built on first use, not at import. An engine's
+fused-MoE kernel path subclasses `FusedMoEPathBase` (``fused``: the table, modes, where it
+runs and one ``forward`` through `run_fused_moe`) and supplies only its calls.
 """
 
 from __future__ import annotations

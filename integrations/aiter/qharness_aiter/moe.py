@@ -24,39 +24,33 @@ several K steps, several N blocks, and M blocks that pad each expert's rows.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from contextlib import nullcontext
+import contextlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 
 from harness import (
-    EMULATE,
     FP8_BLOCK,
     MOE_SCHEMES,
-    SCHEMES,
     WHOLE,
+    DispatchRow,
     DispatchTable,
+    FusedMoEPathBase,
     Kernel,
     KnownFinding,
     MoELayer,
-    MoEProblem,
-    MoETrace,
     Numerics,
     OperandContract,
-    PathBase,
     PlatformInfo,
+    QuantizedExperts,
     QuantizedTensor,
     Routing,
     Scheme,
     Support,
-    choose,
-    combine,
     dispatch_problems,
-    platform_key,
-    quantize_operand,
-    silu_and_mul,
+    rest_emulated,
 )
 from qharness_aiter import ENGINE
 from qharness_aiter.interpreter import assume_as_hint
@@ -114,10 +108,9 @@ MODE_SCHEMES: dict[str, dict[str, frozenset[str]]] = {
 def arch_table(mode_schemes: Mapping[str, Mapping[str, frozenset[str]]]) -> DispatchTable:
     """For each aiter arch, real and simulated: its modes' schemes, every other MoE scheme
     emulated (one table shape for every aiter MoE kernel)."""
-    table: dict[str, dict[str, frozenset[str]]] = {}
+    table: dict[str, DispatchRow] = {}
     for arch in sorted(AITER_ARCHS):
-        row = dict(mode_schemes[arch])
-        row[EMULATE] = frozenset(MOE_SCHEMES) - frozenset().union(*row.values())
+        row = rest_emulated(mode_schemes[arch])
         table[arch] = row
         table[f"triton-interpret-{arch}"] = row
     return table
@@ -166,51 +159,48 @@ def align(platform: PlatformInfo, ids: torch.Tensor, experts: int, block_m: int)
     return Aligned(sorted_ids, expert_ids, num_post)
 
 
-class AiterMoEPathBase(PathBase):
-    """What every aiter fused-MoE path shares: a dispatch table of its kernel's modes, the
-    where-it-runs check, and the numerics of a Triton grouped GEMM that rounds once to
-    bf16 (twice under the interpreter's truncating float32 -> bf16)."""
+class AiterMoEPathBase(FusedMoEPathBase):
+    """What every aiter fused-MoE path adds to the harness's: where aiter's MoE configs
+    run, the interpreter's hints (counted), its tuned or small-block config with aiter's
+    token alignment, and the numerics of a Triton grouped GEMM that rounds once to bf16
+    (toward zero under the interpreter's truncating float32 -> bf16)."""
 
-    name: ClassVar[str] = "aiter_moe"
-    small_blocks: ClassVar[bool] = False
+    name = "aiter_moe"
     engine = ENGINE
     known_findings: ClassVar[tuple[KnownFinding, ...]] = ()
-    modes: ClassVar[Mapping[str, Any]] = {}
+    tuned_config: ClassVar[dict[str, bool]] = {}  # get_optimal_moe_config's kernel flag
+    small_block_config: ClassVar[dict[str, Any]] = SMALL_BLOCKS
 
     def __init__(self) -> None:
-        self.table = self.make_table()
-        self.kernels = self.modes
+        super().__init__()
         self.false_assumptions = 0
 
-    def make_table(self) -> DispatchTable:
-        raise NotImplementedError
+    def where(self, platform: PlatformInfo) -> Support:
+        return platform_support(self.name, platform, "MoE configs")
 
-    @property
-    def uses_capabilities(self) -> frozenset[str]:
-        return frozenset(
-            self.modes[mode].capability(SCHEMES[name])
-            for row in self.table.values()
-            for mode, names in row.items()
-            if mode in self.modes
-            for name in names
-        )
+    @contextlib.contextmanager
+    def launch(self, platform: PlatformInfo) -> Iterator[None]:
+        """On a simulated arch, ``tl.assume`` is taken as a hint and each false one counted."""
+        if not platform.simulated:
+            yield
+            return
+        with assume_as_hint() as seen:
+            yield
+        self.false_assumptions += seen.count
 
-    def _mode(self, scheme: Scheme, platform: PlatformInfo) -> tuple[Any, str]:
-        c = choose(self.table, self.modes, platform_key(platform), scheme, self.name, __name__)
-        return c.kernel, c.reason
-
-    def unsupported(self, scheme: Scheme, platform: PlatformInfo, reason: str) -> str:
-        """Why ``scheme`` does not run here (the table's reason unless a path knows more)."""
-        return f"{self.name}: {reason}"
-
-    def supports(self, scheme: Scheme, problem: MoEProblem, platform: PlatformInfo) -> Support:
-        where = platform_support(self.name, platform, "MoE configs")
-        if not where.ok:
-            return where
-        mode, reason = self._mode(scheme, platform)
-        if mode is None:
-            return Support.no(self.unsupported(scheme, platform, reason))
-        return Support.yes()
+    def prepare(
+        self, layer: MoELayer, routing: Routing, mode: Kernel, platform: PlatformInfo
+    ) -> Any:
+        tokens = routing.ids.shape[0]
+        if self.small_blocks:
+            config = dict(self.small_block_config)
+        else:
+            utils = aiter_triton(platform, "utils.moe_config_utils")
+            config = dict(
+                utils.get_optimal_moe_config(torch.bfloat16, M=tokens, **self.tuned_config)
+            )
+        aligned = align(platform, routing.ids, layer.num_experts, config["BLOCK_SIZE_M"])
+        return config, aligned
 
     def numerics(self, scheme: Scheme, platform: PlatformInfo) -> Numerics:
         """Exact operands (FP8, or MX blocks scaled by powers of two in ``dot_scaled``),
@@ -231,60 +221,32 @@ class AiterMoEPathBase(PathBase):
 class AiterFusedMoEPath(AiterMoEPathBase):
     """aiter's `fused_moe` (both grouped GEMMs) under aiter's tuned config or small blocks."""
 
-    name: ClassVar[str] = "aiter_fused_moe"
-    modes: ClassVar[Mapping[str, Any]] = MODES
+    name = "aiter_fused_moe"
+    modes: ClassVar[Mapping[str, Kernel]] = MODES
+    tuned_config: ClassVar[dict[str, bool]] = {"use_fp8_w8a8": True}
 
     def make_table(self) -> DispatchTable:
         return moe_table()
 
     def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
-        mode, _ = self._mode(scheme, platform)
+        mode, _ = self.mode(scheme, platform)
         config = "16x16x16 blocks" if self.small_blocks else "aiter's tuned config"
         return f"aiter.ops.triton.moe_op.fused_moe[{mode.name if mode else '?'}] ({config})"
 
-    def _config(self, platform: PlatformInfo, tokens: int) -> dict[str, Any]:
-        if self.small_blocks:
-            return dict(SMALL_BLOCKS)
-        utils = aiter_triton(platform, "utils.moe_config_utils")
-        return dict(utils.get_optimal_moe_config(torch.bfloat16, use_fp8_w8a8=True, M=tokens))
-
-    def forward(
-        self, layer: MoELayer, x: torch.Tensor, routing: Routing, platform: PlatformInfo
-    ) -> MoETrace:
-        mode, reason = self._mode(layer.scheme, platform)
-        if mode is None:
-            raise ValueError(f"{self.name} cannot run {layer.scheme.name}: {reason}")
-        config = self._config(platform, x.shape[0])
-        with assume_as_hint() if platform.simulated else nullcontext() as seen:
-            aligned = align(platform, routing.ids, layer.num_experts, config["BLOCK_SIZE_M"])
-            spec = layer.scheme.activation
-            a1 = quantize_operand(x, spec, layer.a1_scale)
-            k = routing.ids.shape[1]
-            gate_up = self._gemm(
-                platform, mode, a1.quantized, layer.w13, routing, k, aligned, config
-            )
-            act = silu_and_mul(gate_up)
-            a2 = quantize_operand(act, spec, layer.a2_scale)
-            y = self._gemm(platform, mode, a2.quantized, layer.w2, routing, 1, aligned, config)
-        if seen is not None:
-            self.false_assumptions += seen.count
-        return MoETrace(out=combine(y, routing), act=act, act_q=a2.quantized, gate_up=gate_up, y=y)
-
-    def _gemm(
+    def gemm(
         self,
-        platform: PlatformInfo,
-        mode: FusedMoEMode,
+        prepared: Any,
+        mode: Kernel,
         q: QuantizedTensor | None,
-        w: Any,
+        w: QuantizedExperts,
         routing: Routing,
         top_k: int,
-        aligned: Aligned,
-        config: dict[str, Any],
+        platform: PlatformInfo,
     ) -> torch.Tensor:
-        """One grouped GEMM: rows (pair ids // top_k) of ``q`` times their experts' ``w``;
-        float32 values of the kernel's bf16 output, canonical pair rows [T * k, N]."""
         import triton.language as tl
 
+        assert isinstance(mode, FusedMoEMode)
+        config, aligned = prepared
         if q is None:
             raise ValueError(f"{self.name}: the kernel takes quantized activations")
         mod = aiter_triton(platform, "moe_op")

@@ -31,7 +31,6 @@ each expert's rows.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from contextlib import nullcontext
 from typing import Any, ClassVar
 
 import torch
@@ -39,25 +38,21 @@ import torch
 from harness import (
     MOE_SCHEMES,
     MX_BLOCK,
+    Choice,
     DispatchTable,
     Kernel,
-    MoELayer,
-    MoETrace,
     OperandContract,
     PlatformInfo,
+    QuantizedExperts,
     QuantizedTensor,
     Routing,
     Scheme,
-    combine,
     dispatch_problems,
     e8m0_encode,
     pack_fp4,
-    quantize_operand,
-    silu_and_mul,
 )
-from qharness_aiter.interpreter import assume_as_hint
 from qharness_aiter.loader import aiter_triton
-from qharness_aiter.moe import AiterMoEPathBase, Aligned, align, arch_table
+from qharness_aiter.moe import AiterMoEPathBase, arch_table
 
 _MX_TILE = frozenset({(1, MX_BLOCK)})
 
@@ -112,70 +107,45 @@ class AiterFusedMoEMXFP4Path(AiterMoEPathBase):
     """aiter's `fused_moe_mxfp4` (both grouped GEMMs) under aiter's tuned config or small
     blocks."""
 
-    name: ClassVar[str] = "aiter_fused_moe_mxfp4"
-    modes: ClassVar[Mapping[str, Any]] = MODES
+    name = "aiter_fused_moe_mxfp4"
+    modes: ClassVar[Mapping[str, Kernel]] = MODES
+    tuned_config: ClassVar[dict[str, bool]] = {"use_mxfp4": True}
+    small_block_config: ClassVar[dict[str, Any]] = SMALL_BLOCKS
 
     def make_table(self) -> DispatchTable:
         return moe_mxfp4_table()
 
     def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
-        mode, _ = self._mode(scheme, platform)
+        mode, _ = self.mode(scheme, platform)
         config = "16x16x32 blocks" if self.small_blocks else "aiter's tuned config"
         return (
             f"aiter.ops.triton.moe_op_mxfp4.fused_moe_mxfp4[{mode.name if mode else '?'}] "
             f"({config})"
         )
 
-    def unsupported(self, scheme: Scheme, platform: PlatformInfo, reason: str) -> str:
+    def refusal(self, scheme: Scheme, platform: PlatformInfo, choice: Choice[Kernel]) -> str:
         gfx950_only = frozenset().union(*MODE_SCHEMES["gfx950"].values())
         if platform.arch == "gfx942" and scheme.name in gfx950_only:
             return (
-                f"{self.name}: aiter tunes fused_moe_mxfp4 for MI350X (gfx950) only "
+                "aiter tunes fused_moe_mxfp4 for MI350X (gfx950) only "
                 "(configs/moe/MI350X-MOE-MX_FP4.json) and gfx942 has no FP4 arithmetic "
                 "(is_fp4_avail())"
             )
-        return f"{self.name}: {reason}"
+        return choice.reason
 
-    def _config(self, platform: PlatformInfo, tokens: int) -> dict[str, Any]:
-        if self.small_blocks:
-            return dict(SMALL_BLOCKS)
-        utils = aiter_triton(platform, "utils.moe_config_utils")
-        return dict(utils.get_optimal_moe_config(torch.bfloat16, use_mxfp4=True, M=tokens))
-
-    def forward(
-        self, layer: MoELayer, x: torch.Tensor, routing: Routing, platform: PlatformInfo
-    ) -> MoETrace:
-        mode, reason = self._mode(layer.scheme, platform)
-        if mode is None:
-            raise ValueError(f"{self.name} cannot run {layer.scheme.name}: {reason}")
-        config = self._config(platform, x.shape[0])
-        with assume_as_hint() if platform.simulated else nullcontext() as seen:
-            aligned = align(platform, routing.ids, layer.num_experts, config["BLOCK_SIZE_M"])
-            spec = layer.scheme.activation
-            a1 = quantize_operand(x, spec, layer.a1_scale)
-            k = routing.ids.shape[1]
-            gate_up = self._gemm(platform, a1.quantized, layer.w13, routing, k, aligned, config)
-            act = silu_and_mul(gate_up)
-            a2 = quantize_operand(act, spec, layer.a2_scale)
-            y = self._gemm(platform, a2.quantized, layer.w2, routing, 1, aligned, config)
-        if seen is not None:
-            self.false_assumptions += seen.count
-        return MoETrace(out=combine(y, routing), act=act, act_q=a2.quantized, gate_up=gate_up, y=y)
-
-    def _gemm(
+    def gemm(
         self,
-        platform: PlatformInfo,
+        prepared: Any,
+        mode: Kernel,
         q: QuantizedTensor | None,
-        w: Any,
+        w: QuantizedExperts,
         routing: Routing,
         top_k: int,
-        aligned: Aligned,
-        config: dict[str, Any],
+        platform: PlatformInfo,
     ) -> torch.Tensor:
-        """One grouped GEMM: rows (pair ids // top_k) of ``q`` times their experts' ``w``;
-        float32 values of the kernel's bf16 output, canonical pair rows [T * k, N]."""
         import triton.language as tl
 
+        config, aligned = prepared
         if q is None:
             raise ValueError(f"{self.name}: the kernel takes quantized activations here")
         mod = aiter_triton(platform, "moe_op_mxfp4")

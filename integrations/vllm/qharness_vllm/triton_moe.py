@@ -40,7 +40,8 @@ Which schemes run where follows vLLM's FP8 MoE backend selection
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -49,26 +50,22 @@ import torch
 from harness import (
     EMULATE,
     FP8_BLOCK,
-    MOE_SCHEMES,
     WHOLE,
+    Choice,
     DispatchTable,
+    FusedMoEPathBase,
     Kernel,
     KnownFinding,
     MoELayer,
-    MoEProblem,
-    MoETrace,
     Numerics,
     OperandContract,
-    PathBase,
     PlatformInfo,
+    QuantizedExperts,
     QuantizedTensor,
     Routing,
     Scheme,
     Support,
-    choose,
-    combine,
-    quantize_operand,
-    silu_and_mul,
+    rest_emulated,
 )
 from qharness_vllm import ENGINE
 from qharness_vllm.moe_align import compiled_or_stand_in
@@ -187,12 +184,7 @@ def arch_table(mode_schemes: Mapping[str, Mapping[str, frozenset[str]]]) -> Disp
     """Keyed by GPU architecture, the simulated one under simulation (`target_arch`): the
     same kernel source runs on the real and the simulated arch. Each arch's modes, every
     other MoE scheme not run by this path (`EMULATE`)."""
-    table: dict[str, dict[str, frozenset[str]]] = {}
-    for arch, modes in sorted(mode_schemes.items()):
-        row = dict(modes)
-        row[EMULATE] = frozenset(MOE_SCHEMES) - frozenset().union(*row.values())
-        table[arch] = row
-    return table
+    return {arch: rest_emulated(modes) for arch, modes in sorted(mode_schemes.items())}
 
 
 def moe_table() -> DispatchTable:
@@ -220,48 +212,40 @@ class Assignment:
     num_post_padded: torch.Tensor
 
 
-class VllmTritonFusedMoEPath(PathBase):
+class VllmTritonFusedMoEPath(FusedMoEPathBase):
     """``fused_moe_kernel`` (both grouped GEMMs) under vLLM's config for the problem."""
 
     name = "vllm_triton_fused_moe"
-    small_blocks: ClassVar[bool] = False
     engine = ENGINE
     known_findings: ClassVar[tuple[KnownFinding, ...]] = ()
+    modes: ClassVar[Mapping[str, Kernel]] = MODES
 
-    def __init__(self) -> None:
-        self.table = moe_table()
-        self.kernels = MODES
+    def make_table(self) -> DispatchTable:
+        return moe_table()
 
-    @property
-    def uses_capabilities(self) -> frozenset[str]:
-        return frozenset({"triton"})
+    def where(self, platform: PlatformInfo) -> Support:
+        why = triton_unavailable(platform)
+        return Support.no(f"{self.name}: {why}") if why else Support.yes()
 
-    def _mode(self, scheme: Scheme, platform: PlatformInfo) -> tuple[FusedMoEMode | None, str]:
+    def dispatch_key(self, platform: PlatformInfo) -> str:
+        return target_arch(platform)
+
+    def refusal(self, scheme: Scheme, platform: PlatformInfo, choice: Choice[Kernel]) -> str:
         arch = target_arch(platform)
-        c = choose(self.table, self.kernels, arch, scheme, f"{self.name} dispatch", __name__)
-        if c.kernel is None and scheme.name in NOT_SELECTED.get(arch, {}):
-            return None, NOT_SELECTED[arch][scheme.name]
-        if c.decision == EMULATE:
+        if scheme.name in NOT_SELECTED.get(arch, {}):
+            return NOT_SELECTED[arch][scheme.name]
+        if choice.decision == EMULATE:
             flavour = "e4m3fnuz" if fp8_dtype_for(arch) == torch.float8_e4m3fnuz else "e4m3fn"
-            return None, (
+            return (
                 f"{scheme.name} is not one of fused_moe_kernel's FP8 w8a8 modes (per tensor, "
                 f"per channel, 128x128 blocks) in {arch}'s FP8 flavour ({flavour})"
             )
-        return c.kernel, c.reason
+        return choice.reason
 
     def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
-        mode, _ = self._mode(scheme, platform)
+        mode, _ = self.mode(scheme, platform)
         config = "16x16x16 blocks" if self.small_blocks else "vLLM's config"
         return f"vllm fused_moe_kernel[{mode.name if mode else '?'}] ({config})"
-
-    def supports(self, scheme: Scheme, problem: MoEProblem, platform: PlatformInfo) -> Support:
-        why = triton_unavailable(platform)
-        if why:
-            return Support.no(f"{self.name}: {why}")
-        mode, reason = self._mode(scheme, platform)
-        if mode is None:
-            return Support.no(f"{self.name}: {reason}")
-        return Support.yes()
 
     def numerics(self, scheme: Scheme, platform: PlatformInfo) -> Numerics:
         """Exact FP8 operands, float32 accumulation; the two float32 scales multiplied after
@@ -296,50 +280,42 @@ class VllmTritonFusedMoEPath(PathBase):
             )
         )
 
-    def forward(
-        self, layer: MoELayer, x: torch.Tensor, routing: Routing, platform: PlatformInfo
-    ) -> MoETrace:
-        mode, reason = self._mode(layer.scheme, platform)
-        if mode is None:
-            raise ValueError(f"{self.name} cannot run {layer.scheme.name}: {reason}")
+    @contextlib.contextmanager
+    def launch(self, platform: PlatformInfo) -> Iterator[None]:
+        arch = simulated_arch(platform)
+        with simulated_platform(arch), simulated_device(arch), compiled_or_stand_in():
+            yield
+
+    def prepare(
+        self, layer: MoELayer, routing: Routing, mode: Kernel, platform: PlatformInfo
+    ) -> Any:
         from vllm.model_executor.layers.fused_moe.fused_moe import _prepare_expert_assignment
 
-        arch = simulated_arch(platform)
-        fp8 = fp8_dtype_for(target_arch(platform))
+        assert isinstance(mode, FusedMoEMode)
         tokens, top_k = routing.ids.shape
         ids = routing.ids.to(torch.int32).contiguous()  # vLLM's router emits int32 ids
-        with simulated_platform(arch), simulated_device(arch), compiled_or_stand_in():
-            config = self.config(layer, tokens, top_k, mode)
-            sorted_ids, expert_ids, npp = _prepare_expert_assignment(
-                ids, config, tokens, top_k, layer.num_experts, None, block_shape=mode.block_shape
-            )
-            assigned = Assignment(sorted_ids, expert_ids, npp)
-            spec = layer.scheme.activation
-            a1 = quantize_operand(x, spec, layer.a1_scale)
-            gate_up = self._gemm(
-                mode, fp8, a1.quantized, layer.w13, routing, top_k, assigned, config
-            )
-            act = silu_and_mul(gate_up)
-            a2 = quantize_operand(act, spec, layer.a2_scale)
-            y = self._gemm(mode, fp8, a2.quantized, layer.w2, routing, 1, assigned, config)
-        return MoETrace(out=combine(y, routing), act=act, act_q=a2.quantized, gate_up=gate_up, y=y)
+        config = self.config(layer, tokens, top_k, mode)
+        sorted_ids, expert_ids, npp = _prepare_expert_assignment(
+            ids, config, tokens, top_k, layer.num_experts, None, block_shape=mode.block_shape
+        )
+        return config, Assignment(sorted_ids, expert_ids, npp)
 
-    def _gemm(
+    def gemm(
         self,
-        mode: FusedMoEMode,
-        fp8: torch.dtype,
+        prepared: Any,
+        mode: Kernel,
         q: QuantizedTensor | None,
-        w: Any,
+        w: QuantizedExperts,
         routing: Routing,
         top_k: int,
-        assigned: Assignment,
-        config: dict[str, Any],
+        platform: PlatformInfo,
     ) -> torch.Tensor:
-        """One grouped GEMM: rows (pair ids // top_k) of ``q`` times their experts' ``w``;
-        float32 values of the kernel's bf16 output, canonical pair rows [T * k, N]."""
         from vllm.model_executor.layers.fused_moe.fused_moe import invoke_fused_moe_triton_kernel
         from vllm.triton_utils import tl
 
+        assert isinstance(mode, FusedMoEMode)
+        config, assigned = prepared
+        fp8 = fp8_dtype_for(target_arch(platform))
         if q is None:
             raise ValueError(f"{self.name}: the kernel takes quantized activations")
         a = q.codes.contiguous().view(fp8)
