@@ -22,6 +22,7 @@ from harness.cli.pytest_args import check_keyword_expression, passed_to_pytest, 
 from harness.cli.pytest_child import (
     CONCISE_PYTEST,
     PYTEST_INTERRUPTED,
+    PYTEST_USAGE,
     exit_for_pytest,
     run_pytest,
     xdist_workers,
@@ -63,7 +64,10 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     )
     p.add_argument("--simulate", metavar="SIMULATOR:ARCH", help=SIMULATE_HELP)
     p.set_defaults(func=cmd_run, pytest_args=[])
-    p.epilog = "Every other argument (or all after --) goes to pytest, e.g. -k fp8_per_tensor."
+    p.epilog = (
+        "Our options may stand anywhere; every other argument (and all after --) goes to "
+        "pytest, e.g. -k fp8_per_tensor."
+    )
 
 
 def worker_plan(requested: str) -> WorkerPlan:
@@ -193,7 +197,11 @@ def _run_in(
         _discard_if_empty(run)
         print(f"interrupted before any result was recorded: {reports / 'latest'} left as it "
               "was", file=sys.stderr)  # fmt: skip
-    elif status != 2:  # a usage error has said why already
+    elif status == PYTEST_USAGE:  # pytest has said why; its empty run directory goes
+        _discard_if_empty(run)
+        print(f"pytest refused its arguments: {reports / 'latest'} left as it was",
+              file=sys.stderr)  # fmt: skip
+    else:
         print(f"no results recorded: {reports / 'latest'} left as it was", file=sys.stderr)
     if status == 5:
         print("no tests ran: treating as a failure", file=sys.stderr)
