@@ -21,8 +21,8 @@ import harness.cli.run as run
 import harness.cli.schemes as schemes
 import harness.cli.selftest as selftest
 
-# The first line of the package's docstring, which argparse shows as the description.
-DESCRIPTION = "``python -m harness run|platform|schemes|golden|report|selftest``."
+# What --help says under the usage line: a description naming the program as it was started.
+DESCRIPTION = "Numerical-correctness harness for quantized inference: {prog} <command> --help."
 
 # Each module's add_parser(sub) declares its subcommand, its options and its handler.
 COMMANDS = (run, platform, schemes, golden, report, history, repro, selftest)
@@ -79,7 +79,8 @@ def program_name() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=program_name(), description=DESCRIPTION)
+    prog = program_name()
+    parser = _Parser(prog=prog, description=DESCRIPTION.format(prog=prog))
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in COMMANDS:
         command.add_parser(sub)

@@ -46,7 +46,12 @@ def test_help_names_the_program_it_was_started_as(
     argv0: str, prog: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sys, "argv", [argv0, "--help"])
-    assert cli.build_parser().prog == prog
+    parser = cli.build_parser()
+    assert parser.prog == prog
+    shown = " ".join(parser.format_help().split())  # as wrapped for any terminal width
+    other = {"qharness": "python -m harness", "python -m harness": "qharness <"}[prog]
+    assert other not in shown  # nor in the description under the usage line
+    assert f"{prog} <command> --help" in shown
 
 
 def test_selftest_names_what_to_install_when_its_tools_are_missing(
