@@ -49,6 +49,15 @@ class DroppedBiasPath(EmulatedPath):
         return super().forward(layer, x, out_dtype)
 
 
+class ScaledPath(EmulatedPath):
+    """A wrong third-party kernel: every output 1/16 too large."""
+
+    name = "vendor_scaled"
+
+    def forward(self, layer, x, out_dtype):
+        return (super().forward(layer, x, out_dtype).float() * 1.0625).to(out_dtype)
+
+
 class RaisingPath(EmulatedPath):
     name = "vendor_raises"
 
