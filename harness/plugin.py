@@ -51,6 +51,7 @@ from harness.pytest_plugin.recorder import (
     write_repro_bundle,
 )
 from harness.pytest_plugin.verdicts import checks_recorder, xfail_known
+from harness.pytest_plugin.xdist_status import StatusOnce
 
 if TYPE_CHECKING:
     from harness.memory.tracker import PeakMeasurement
@@ -185,6 +186,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # workers ship reports to the controller
         config.pluginmanager.register(ResultRecorder(config), "qharness-recorder")
         config.pluginmanager.register(JsonProperties(), "qharness-junit-json")
+        config.pluginmanager.register(StatusOnce(), "qharness-xdist-status")
 
 
 # ------------------------------------------------------------------------- fixtures

@@ -95,3 +95,15 @@ def test_regressions_and_failures_become_github_annotations(
     )
     assert lines[1].startswith("::error title=qharness new failures%3A gfx942 fp8_per_tensor")
     assert "50%25 off%0Anext line" in lines[1]
+
+
+def test_xdist_brings_up_its_nodes_in_one_line(tmp_path: Path) -> None:
+    """With -q on a pipe, as `run` starts pytest, xdist's "bringing up nodes..." shows once."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\nqharness = true\n")
+    (tmp_path / "test_p.py").write_text("def test_a():\n    pass\n\n\ndef test_b():\n    pass\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2"],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout
+    assert done.stdout.count("bringing up nodes...") == 1, done.stdout
