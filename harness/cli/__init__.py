@@ -8,10 +8,11 @@ stderr; never a traceback (set QHARNESS_TRACEBACK=1 to see one for an internal e
 
 One module per command (its options and what it does), beside the parts they share:
 ``entry`` (``main``: errors become one line and an exit status), ``parser`` (the argument
-parser that takes our options anywhere and hands the rest to pytest), ``common`` (helpers of several commands) and
-``pytest_child`` (pytest as a child process, its exit statuses as ours). This package only
-re-exports the names scripts and tests import from ``harness.cli`` (``main``,
-``build_parser``, ``finish_run``, ``exit_for_pytest``, the ``EXIT_*`` codes, ...).
+parser that takes our options anywhere and hands the rest to pytest), ``common`` (helpers
+of several commands) and ``pytest_child`` (pytest as a child process, its exit statuses as
+ours). This package only re-exports the names scripts and tests import from
+``harness.cli`` (``main``, ``build_parser``, ``finish_run``, ``exit_for_pytest``, the
+``EXIT_*`` codes, ...).
 ``python -m harness <command>`` and the ``qharness`` script start ``harness.cli.main``; each
 command is one module that declares its subcommand (options, help, handler: ``add_parser``)
 and does its job; the parser lists them, and no command imports another command's module.
