@@ -51,6 +51,7 @@ from harness.pytest_plugin.recorder import (
     write_repro_bundle,
 )
 from harness.pytest_plugin.verdicts import checks_recorder, xfail_known
+from harness.pytest_plugin.xdist_status import StatusOnce
 
 if TYPE_CHECKING:
     from harness.memory.tracker import PeakMeasurement
@@ -143,10 +144,11 @@ BENCHMARK_STORAGE_USERS = ("benchmark_save", "benchmark_autosave", "benchmark_co
 
 
 def keep_benchmark_storage_unmade(config: pytest.Config) -> bool:
-    """While qharness is inert, stop pytest-benchmark (installed as qharness's dependency)
-    from making ``.benchmarks/`` in the project: if no option saves or compares, its storage
-    is pointed at the working directory itself, which exists and is never written. Runs
-    before pytest-benchmark's own (trylast) configure. Returns whether it did."""
+    """Stop pytest-benchmark (installed as qharness's dependency) from making
+    ``.benchmarks/`` in the project, whether qharness is inert or opted into: if no option
+    saves or compares, its storage is pointed at the working directory itself, which exists
+    and is never written. Runs before pytest-benchmark's own (trylast) configure. Returns
+    whether it did."""
     option = config.option
     if getattr(option, "benchmark_storage", None) != BENCHMARK_DEFAULT_STORAGE:
         return False
@@ -157,8 +159,8 @@ def keep_benchmark_storage_unmade(config: pytest.Config) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    keep_benchmark_storage_unmade(config)
     if not is_active(config):
-        keep_benchmark_storage_unmade(config)
         return
     config.pluginmanager.register(ActiveHooks(), "qharness-active")
     from harness.platform.devices import gpu_list_from_environment
@@ -184,6 +186,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # workers ship reports to the controller
         config.pluginmanager.register(ResultRecorder(config), "qharness-recorder")
         config.pluginmanager.register(JsonProperties(), "qharness-junit-json")
+        config.pluginmanager.register(StatusOnce(), "qharness-xdist-status")
 
 
 # ------------------------------------------------------------------------- fixtures

@@ -159,9 +159,11 @@ def test_linear_design(
     qh_platform: PlatformInfo,
     record_checks: RecordChecks,
     record_result: RecordResult,
+    repro_case: ReproCase,
 ) -> None:
     """The checks of `harness.linear.checks.LINEAR_CHECKS` on an input design (no golden:
-    the reference quantizer's float64 product, `harness.linear.designs.design_case`)."""
+    the reference quantizer's float64 product, `harness.linear.designs.design_case`); a
+    failure leaves a repro bundle, as `test_linear`'s do."""
     scheme = get_scheme(case.scheme)
     path = get_path(case.path)
     support = path.supports(scheme, case.problem, qh_platform)
@@ -173,9 +175,8 @@ def test_linear_design(
         pytest.skip(f"{case.path}: {model_dtype}")  # its engine never sees float32 values
     loaded = design_case(case.design, case.scheme)
     device = qh_platform.torch_device
-    layer, x = loaded.layer.to(device), loaded.x.to(device)
-    if not case.bias:
-        layer = dataclasses.replace(layer, bias=None)
+    held = loaded.layer if case.bias else dataclasses.replace(loaded.layer, bias=None)
+    layer, x = held.to(device), loaded.x.to(device)
     out_dtype = case.problem.out_dtype
     y = _run(case, layer, x, case.path, record_result).cpu()
     conventions = path_conventions(path)
@@ -188,6 +189,7 @@ def test_linear_design(
         same = layer_under_conventions(layer, conventions, numerics)
         y_emulated = get_path("emulated").forward(same, x, out_dtype).cpu()
     expected = expected_output(loaded, scheme, case.bias, numerics, conventions)
+    repro_case("linear", **linear_bundle_tensors(held, loaded.x, y, expected))
     record_checks(
         linear_checks(y, y_emulated, expected, case.path),
         known_finding=known_finding(path, case.finding_case()),
@@ -252,10 +254,12 @@ def test_linear_designed(
     qh_platform: PlatformInfo,
     record_checks: RecordChecks,
     record_result: RecordResult,
+    repro_case: ReproCase,
 ) -> None:
     """Designed inputs where one small quantized value alone decides outputs
     (`harness.linear.operand_designs`): every output check of `test_linear` and, for paths that
-    show their operands, every operand check."""
+    show their operands, every operand check. A failure leaves a repro bundle (its re-run
+    repeats the output checks)."""
     scheme = get_scheme(case.scheme)
     path = get_path(case.path)
     support = path.supports(scheme, case.problem, qh_platform)
@@ -288,6 +292,7 @@ def test_linear_designed(
         same = layer_under_conventions(layer, conventions, numerics)
         y_emulated = get_path("emulated").forward(same, x, out_dtype).cpu()
     expected = expected_output(loaded, scheme, False, numerics, conventions)
+    repro_case("linear", **linear_bundle_tensors(loaded.layer, loaded.x, y, expected))
     checks = linear_checks(y, y_emulated, expected, case.path)
     if got is not None:
         want = expected_operands(loaded.layer, loaded.x, conventions, _model_dtype(path, case))

@@ -8,10 +8,11 @@ stderr; never a traceback (set QHARNESS_TRACEBACK=1 to see one for an internal e
 
 One module per command (its options and what it does), beside the parts they share:
 ``entry`` (``main``: errors become one line and an exit status), ``parser`` (the argument
-parser that hands unknown arguments to pytest), ``common`` (helpers of several commands) and
-``pytest_child`` (pytest as a child process, its exit statuses as ours). This package only
-re-exports the names scripts and tests import from ``harness.cli`` (``main``,
-``build_parser``, ``finish_run``, ``exit_for_pytest``, the ``EXIT_*`` codes, ...).
+parser that takes our options anywhere and hands the rest to pytest), ``common`` (helpers
+of several commands) and ``pytest_child`` (pytest as a child process, its exit statuses as
+ours). This package only re-exports the names scripts and tests import from
+``harness.cli`` (``main``, ``build_parser``, ``finish_run``, ``exit_for_pytest``, the
+``EXIT_*`` codes, ...).
 ``python -m harness <command>`` and the ``qharness`` script start ``harness.cli.main``; each
 command is one module that declares its subcommand (options, help, handler: ``add_parser``)
 and does its job; the parser lists them, and no command imports another command's module.
@@ -23,8 +24,8 @@ Modules, each with its one job:
   exit status: a `QHarnessError` its own, a plugin's exception named with its entry point, a
   file-system refusal 4, a bug 3 (traceback behind `QHARNESS_TRACEBACK=1`), Ctrl-C 130.
 - ``parser``: The argument parser: the command modules in `--help` order, and the parser
-  class whose `run` and `selftest` hand every argument they do not know (or all after `--`)
-  to pytest.
+  class whose `run` and `selftest` take their own options wherever they stand and hand every
+  other argument (and all after `--`) to pytest.
 - ``common``: What several commands share: JSON output, paths relative to the caller, the
   default reports directory, `--simulate`, the `--workers` value.
 - ``pytest_child``: pytest as a child process: `-n` for `--workers`, `run_pytest` (SIGTERM

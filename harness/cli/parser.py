@@ -21,17 +21,19 @@ import harness.cli.run as run
 import harness.cli.schemes as schemes
 import harness.cli.selftest as selftest
 
-# The first line of the package's docstring, which argparse shows as the description.
-DESCRIPTION = "``python -m harness run|platform|schemes|golden|report|selftest``."
+# What --help says under the usage line: a description naming the program as it was started.
+DESCRIPTION = "Numerical-correctness harness for quantized inference: {prog} <command> --help."
 
 # Each module's add_parser(sub) declares its subcommand, its options and its handler.
 COMMANDS = (run, platform, schemes, golden, report, history, repro, selftest)
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose ``pass_through`` subcommands (run, selftest) hand every
-    argument from the first one they do not know (or after ``--``) to pytest, unchanged:
-    ``run -k fp8_per_tensor``, ``run -x``, ``run -q``, ``run -- -k x`` all work."""
+    """An argument parser whose ``pass_through`` subcommands (run, selftest) take their own
+    options wherever they stand and hand every other argument (and all after ``--``) to
+    pytest, in order: ``run -k fp8_per_tensor``, ``run -k x --reports-dir r``, ``run -x``,
+    ``run -- -k x`` all work. An option of ours given to pytest would be a pytest usage
+    error after the run directory exists."""
 
     def __init__(self, *args: Any, pass_through: bool = False, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)  # '--wor' is pytest's, not a '--workers'
@@ -50,18 +52,25 @@ class _Parser(argparse.ArgumentParser):
         return parsed, []
 
     def _split_pass_through(self, args: list[str]) -> tuple[list[str], list[str]]:
-        """Our options (with their values) up to the first unknown argument or ``--``."""
+        """Our options (with their values) anywhere before ``--``; the rest, in order, and
+        everything after ``--``, is pytest's."""
+        ours: list[str] = []
+        theirs: list[str] = []
         i = 0
         while i < len(args):
             token = args[i]
             if token == "--":
-                return args[:i], args[i + 1 :]
+                return ours, [*theirs, *args[i + 1 :]]
             action = self._option_string_actions.get(token.split("=", 1)[0])
             if action is None:
-                return args[:i], args[i:]
+                theirs.append(token)
+                i += 1
+                continue
             takes_value = action.nargs != 0 and "=" not in token
-            i += 2 if takes_value else 1
-        return args, []
+            step = 2 if takes_value else 1
+            ours.extend(args[i : i + step])
+            i += step
+        return ours, theirs
 
 
 def program_name() -> str:
@@ -70,7 +79,8 @@ def program_name() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=program_name(), description=DESCRIPTION)
+    prog = program_name()
+    parser = _Parser(prog=prog, description=DESCRIPTION.format(prog=prog))
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in COMMANDS:
         command.add_parser(sub)

@@ -26,6 +26,7 @@ INHERITED_PYTEST_VARIABLES = frozenset(
 # pytest's exit statuses (pytest.ExitCode) and this CLI's: pytest's 2-4 would otherwise collide
 # with "bad input" and "internal error".
 PYTEST_INTERRUPTED = 2
+PYTEST_USAGE = 4
 _PYTEST_EXIT = {0: EXIT_OK, 1: EXIT_FAILED, 2: EXIT_INTERRUPTED, 3: EXIT_INTERNAL, 4: EXIT_USAGE}
 
 

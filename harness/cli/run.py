@@ -22,6 +22,7 @@ from harness.cli.pytest_args import check_keyword_expression, passed_to_pytest, 
 from harness.cli.pytest_child import (
     CONCISE_PYTEST,
     PYTEST_INTERRUPTED,
+    PYTEST_USAGE,
     exit_for_pytest,
     run_pytest,
     xdist_workers,
@@ -63,7 +64,10 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     )
     p.add_argument("--simulate", metavar="SIMULATOR:ARCH", help=SIMULATE_HELP)
     p.set_defaults(func=cmd_run, pytest_args=[])
-    p.epilog = "Every other argument (or all after --) goes to pytest, e.g. -k fp8_per_tensor."
+    p.epilog = (
+        "Our options may stand anywhere; every other argument (and all after --) goes to "
+        "pytest, e.g. -k fp8_per_tensor."
+    )
 
 
 def worker_plan(requested: str) -> WorkerPlan:
@@ -172,6 +176,7 @@ def _run_in(
     if not is_checkout():  # never write pytest's cache into an installed package
         cmd[3:3] = ["-p", "no:cacheprovider"]
     status = run_pytest(cmd, root, plan.environment)
+    _junit_per_suite(run.junit, root)
     bench_failed = False
     if args.bench and status in (0, 1):
         bench = [
@@ -193,7 +198,11 @@ def _run_in(
         _discard_if_empty(run)
         print(f"interrupted before any result was recorded: {reports / 'latest'} left as it "
               "was", file=sys.stderr)  # fmt: skip
-    elif status != 2:  # a usage error has said why already
+    elif status == PYTEST_USAGE:  # pytest has said why; its empty run directory goes
+        _discard_if_empty(run)
+        print(f"pytest refused its arguments: {reports / 'latest'} left as it was",
+              file=sys.stderr)  # fmt: skip
+    else:
         print(f"no results recorded: {reports / 'latest'} left as it was", file=sys.stderr)
     if status == 5:
         print("no tests ran: treating as a failure", file=sys.stderr)
@@ -201,6 +210,21 @@ def _run_in(
     if bench_failed and status == 0:
         return EXIT_FAILED
     return exit_for_pytest(status)
+
+
+def _junit_per_suite(junit: Path, root: Path) -> None:
+    """One testsuite per suite file in the run's junit.xml, as CI viewers group them; a
+    file that cannot be read or rewritten is kept as pytest wrote it, and says so."""
+    import xml.etree.ElementTree as ET
+
+    from harness.report.junit_suites import split_by_file
+
+    if not junit.is_file():
+        return
+    try:
+        split_by_file(junit, root)
+    except (OSError, ET.ParseError) as exc:
+        print(f"{junit}: kept as pytest wrote it (one testsuite): {exc}", file=sys.stderr)
 
 
 def _refuse_rescued_results(run: Any) -> None:

@@ -53,7 +53,8 @@ def check_forward_peak(peak_bytes: int, budget: ForwardBudget, n: int, k: int) -
         found.append(
             f"path {budget.path!r} allocated {peak_bytes} bytes at its peak, at least a bf16 "
             f"copy of the [{n}, {k}] weight ({full_copy} bytes): kernels must consume the "
-            "quantized codes, not a dequantized weight"
+            "quantized codes, not a dequantized weight (a path that dequantizes while its "
+            "numerics come first declares memory_not_judged = '<why>': docs/PATHS.md)"
         )
     if peak_bytes > budget.total:
         found.append(f"peak {peak_bytes} bytes exceeds the {budget.describe()}")

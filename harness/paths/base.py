@@ -20,8 +20,8 @@ One vocabulary for both:
 Plugins from entry points need not inherit `PathBase`: an object with ``name``,
 ``supports`` and ``forward`` is a valid linear path. The helpers at the end of this
 module (`is_reference`, `path_conventions`, `activation_in_model_dtype`,
-`uses_capabilities`, `kernel_name`, `linear_numerics`) read the optional members with
-`PathBase`'s defaults; they are the one place that does.
+`memory_not_judged`, `uses_capabilities`, `kernel_name`, `linear_numerics`) read the
+optional members with `PathBase`'s defaults; they are the one place that does.
 """
 
 from __future__ import annotations
@@ -372,6 +372,14 @@ def activation_in_model_dtype(path: object) -> str:
     are. The float32-activation suite skips such a path with this reason, since rounding to
     the model dtype happens before the engine's layer and is then not the path's to check."""
     return str(getattr(path, "activation_in_model_dtype", ""))
+
+
+def memory_not_judged(path: object) -> str:
+    """Why the memory suite does not judge this path's forward, or "" (default: it is held
+    to its budget). A path that dequantizes the weight while its numerics come first says
+    so here; each of its memory cases is then a counted skip with this reason, never a
+    pass."""
+    return str(getattr(path, "memory_not_judged", "") or "")
 
 
 def uses_capabilities(path: object) -> frozenset[str]:

@@ -12,4 +12,6 @@ Modules, each with its one job:
   xfail.
 - ``goldens``: a missing or stale golden fails the test with the refresh command.
 - ``fixture_types``: the types of the fixtures, for the suites' signatures.
+- ``xdist_status``: pytest-xdist's status line shown once per change, so "bringing up
+  nodes..." is not written twice under ``-q`` on a pipe.
 """

@@ -15,6 +15,8 @@ Modules, each with its one job:
   cannot hold.
 - ``results``: The results file (`qharness.results/1`), written atomically, `partial` when
   interrupted.
+- ``junit_suites``: `run`'s junit.xml regrouped into one testsuite per suite file (pytest
+  writes one named "pytest"), each recounted, written atomically.
 - ``frame``, ``runs``: Results (and benchmark JSON) as one row per test per run; loading one
   run as a frame (the history, a test-by-test comparison) and adding runs to the history.
 - ``stream``: A results file read record by record (the top-level object value by value, a

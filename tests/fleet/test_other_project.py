@@ -2,7 +2,8 @@
 fresh directory against the shipped goldens (and a broken kernel there fails), its
 record_result case fields reach the record's top level, the golden directory can be set in
 the ini file, a missing entry never suggests refreshing the installed copy, the goldens'
-tensor names are documented, and an inert qharness leaves no .benchmarks/ behind."""
+tensor names are documented, and qharness, inert or opted into, leaves no .benchmarks/
+behind."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from harness.store.golden_store import GoldenStore
 from harness.store.locations import golden_root
@@ -76,10 +79,13 @@ def test_golden_dir_from_the_ini_file_and_an_honest_missing_entry_hint(tmp_path:
     assert "mystore" in done.stdout
 
 
-def test_an_inert_qharness_leaves_no_benchmarks_directory(tmp_path: Path) -> None:
+@pytest.mark.parametrize("ini", ["", "[pytest]\nqharness = true\n"], ids=["inert", "opted_in"])
+def test_qharness_leaves_no_benchmarks_directory(tmp_path: Path, ini: str) -> None:
     project = tmp_path / "project"
     project.mkdir()
     (project / "test_plain.py").write_text("def test_plain():\n    assert 1 + 1 == 2\n")
+    if ini:
+        (project / "pytest.ini").write_text(ini)
     done = _pytest(project)
     assert done.returncode == 0, done.stdout
     assert not (project / ".benchmarks").exists()

@@ -46,7 +46,12 @@ def test_help_names_the_program_it_was_started_as(
     argv0: str, prog: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sys, "argv", [argv0, "--help"])
-    assert cli.build_parser().prog == prog
+    parser = cli.build_parser()
+    assert parser.prog == prog
+    shown = " ".join(parser.format_help().split())  # as wrapped for any terminal width
+    other = {"qharness": "python -m harness", "python -m harness": "qharness <"}[prog]
+    assert other not in shown  # nor in the description under the usage line
+    assert f"{prog} <command> --help" in shown
 
 
 def test_selftest_names_what_to_install_when_its_tools_are_missing(
@@ -90,3 +95,15 @@ def test_regressions_and_failures_become_github_annotations(
     )
     assert lines[1].startswith("::error title=qharness new failures%3A gfx942 fp8_per_tensor")
     assert "50%25 off%0Anext line" in lines[1]
+
+
+def test_xdist_brings_up_its_nodes_in_one_line(tmp_path: Path) -> None:
+    """With -q on a pipe, as `run` starts pytest, xdist's "bringing up nodes..." shows once."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\nqharness = true\n")
+    (tmp_path / "test_p.py").write_text("def test_a():\n    pass\n\n\ndef test_b():\n    pass\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2"],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout
+    assert done.stdout.count("bringing up nodes...") == 1, done.stdout

@@ -8,6 +8,7 @@ path as the culprit.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -103,3 +104,30 @@ def test_a_directory_or_fifo_as_a_bundle_says_what_it_is(tmp_path: Path) -> None
     for path, what in ((tmp_path, "is a directory"), (fifo, "not a regular file")):
         with pytest.raises(ReproError, match=what):
             read_bundle(path)
+
+
+def test_designed_input_failures_leave_bundles_that_reproduce(tmp_path: Path) -> None:
+    """test_linear_design and test_linear_designed keep their tensors as test_linear does:
+    every failed case has a bundle, and one re-runs to the same failure."""
+    _install_fake_distribution(tmp_path, "[qharness.paths]\nscaled = vendor_paths:ScaledPath\n")
+    repro, results = tmp_path / "repro", tmp_path / "results.json"
+    keyword = "vendor_scaled and fp8_per_block and not fnuz and (long_k or small_weight) and bf16"
+    suite = _run(
+        tmp_path, "-m", "pytest", "-p", "no:cacheprovider", "suites/test_linear.py", "-k",
+        keyword, f"--qharness-repro={repro}", f"--qharness-results={results}",
+    )  # fmt: skip
+    assert suite.returncode == 1, suite.stdout[-2000:]
+    records = json.loads(results.read_text())["records"]
+    failed = [r["nodeid"] for r in records if r["outcome"] == "failed"]
+    assert len(failed) == len(records), [r["outcome"] for r in records]
+    assert {n.split("[")[0].split("::")[1] for n in failed} == {
+        "test_linear_design",
+        "test_linear_designed",
+    }, failed
+    for nodeid in failed:
+        assert (repro / bundle_filename(nodeid)).is_file(), nodeid
+    designed = next(n for n in failed if "test_linear_designed[" in n)
+    again = _run(tmp_path, "-m", "harness", "repro", str(repro / bundle_filename(designed)))
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert "FAIL: path vendor_scaled" in again.stdout
+    assert "identical to the bundle's" in again.stdout
