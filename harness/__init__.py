@@ -99,7 +99,7 @@ _EXPORTS: dict[str, str] = {
     "run_fused_moe": "harness.moe.model",
     "QuantizedExperts": "harness.moe.model",
     "FusedMoEPathBase": "harness.moe.paths.fused",
-    "rest_emulated": "harness.moe.paths.fused",
+    "rest_emulated": "harness.paths.dispatch",
     "Choice": "harness.paths.dispatch",
     "Routing": "harness.moe.model",
     "quantize_operand": "harness.moe.model",
@@ -305,7 +305,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
         SelfRoutingMoEPath,
         routes_itself,
     )
-    from harness.moe.paths.fused import FusedMoEPathBase, rest_emulated
+    from harness.moe.paths.fused import FusedMoEPathBase
     from harness.moe.routing import (
         SCORING_FUNCTIONS,
         TIE_BREAKS,
@@ -331,6 +331,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
         choose,
         dispatch_problems,
         foreign_fp8_flavour,
+        rest_emulated,
     )
     from harness.paths.findings import FindingCase, KnownFinding
     from harness.paths.kernel import (

@@ -33,6 +33,18 @@ K = TypeVar("K", bound=KernelContract)
 FP8_E4M3_FLAVOURS = frozenset({"e4m3fn", "e4m3fnuz"})  # the same bits, values a factor 2 apart
 
 
+def rest_emulated(
+    modes: Mapping[str, frozenset[str]], schemes: Mapping[str, Scheme] | frozenset[str]
+) -> DispatchRow:
+    """A dispatch row: each kernel's (or mode's) schemes as given, every other scheme of
+    ``schemes`` (the registry the table is checked against) `EMULATE`: the path does not
+    run it, the emulated path does. One policy for every adapter's table, so a new scheme
+    has a decision in each without an edit there."""
+    row = dict(modes)
+    row[EMULATE] = frozenset(schemes) - frozenset().union(*modes.values())
+    return row
+
+
 def row_for(table: DispatchTable, key: str) -> DispatchRow | None:
     """The row that applies on platform ``key``: its own, else `ANY_PLATFORM`'s, else None."""
     row = table.get(key)

@@ -45,7 +45,7 @@ class StandInFusedPath(FusedMoEPathBase):
     modes: ClassVar[Mapping[str, Kernel]] = {PER_TENSOR.name: PER_TENSOR}
 
     def make_table(self) -> Mapping[str, Any]:
-        return {"*": rest_emulated({PER_TENSOR.name: frozenset({"fp8_per_tensor"})})}
+        return {"*": rest_emulated({PER_TENSOR.name: frozenset({"fp8_per_tensor"})}, MOE_SCHEMES)}
 
     def prepare(self, layer: Any, routing: Routing, mode: Kernel, platform: Any) -> Any:
         return routing.row_experts()
@@ -101,7 +101,7 @@ def test_the_table_runs_its_modes_and_emulates_the_rest_with_a_reason() -> None:
 def test_a_missing_row_names_the_adapters_module() -> None:
     class NoRowHere(StandInFusedPath):
         def make_table(self) -> Mapping[str, Any]:
-            return {"gfx950": rest_emulated({PER_TENSOR.name: frozenset()})}
+            return {"gfx950": rest_emulated({PER_TENSOR.name: frozenset()}, MOE_SCHEMES)}
 
     mode, reason = NoRowHere().mode(MOE_SCHEMES["fp8_per_tensor"], CPU)
     assert mode is None

@@ -5,11 +5,12 @@ runs each grouped GEMM of the block in one launch over pairs sorted by expert, g
 each pair's token row itself; the rest of the block is the reference's
 (`harness.moe.model.run_fused_moe`). The kernel scales its operands in a few ways, its
 *modes*: each is a `Kernel` (its contract), and a dispatch table sends each MoE scheme to a
-mode per arch, every other scheme emulated with one reason (`rest_emulated`).
+mode per arch, every other scheme emulated (`harness.paths.dispatch.rest_emulated`).
 
 An adapter's path subclasses `FusedMoEPathBase` and supplies:
 
-- ``modes`` (mode name -> `Kernel`) and ``make_table()`` (usually `rest_emulated` per arch);
+- ``modes`` (mode name -> `Kernel`) and ``make_table()`` (usually `rest_emulated` per arch,
+  over `MOE_SCHEMES`);
 - ``where(platform)``: whether the kernel can run here at all;
 - ``prepare(layer, routing, mode, platform)``: the call's config and expert assignment,
   run inside ``launch(platform)``, the context the kernel's calls need (a simulated arch,
@@ -35,20 +36,9 @@ from harness.moe.dispatch import MOE_SCHEMES
 from harness.moe.model import MoELayer, MoETrace, QuantizedExperts, Routing, run_fused_moe
 from harness.moe.paths.base import MoEProblem
 from harness.paths.base import PathBase, Support
-from harness.paths.dispatch import EMULATE, Choice, DispatchRow, choose
+from harness.paths.dispatch import Choice, DispatchRow, choose
 from harness.paths.kernel import Kernel
 from harness.platform.info import PlatformInfo, platform_key
-
-
-def rest_emulated(
-    modes: Mapping[str, frozenset[str]], schemes: Mapping[str, Scheme] = MOE_SCHEMES
-) -> DispatchRow:
-    """A dispatch row: each mode's schemes as given, every other registered MoE scheme
-    `EMULATE` (the path does not run it; the emulated path does), so a new scheme is named
-    in every fused path's table without an edit there."""
-    row = dict(modes)
-    row[EMULATE] = frozenset(schemes) - frozenset().union(*modes.values())
-    return row
 
 
 class FusedMoEPathBase(PathBase):

@@ -30,7 +30,6 @@ import torch
 
 from harness import (
     E8M0,
-    EMULATE,
     FP8_BLOCK,
     MX_BLOCK,
     SCHEMES,
@@ -57,6 +56,7 @@ from harness import (
     pack_fp4,
     platform_key,
     quantize_activation,
+    rest_emulated,
 )
 from qharness_aiter import ENGINE
 from qharness_aiter.interpreter import assume_as_hint
@@ -267,7 +267,7 @@ def table_for(kernel: str) -> DispatchTable:
     table: dict[str, dict[str, frozenset[str]]] = {}
     for arch in sorted(AITER_ARCHS):
         runs = KERNEL_SCHEMES[kernel][arch]
-        row = {kernel: runs, EMULATE: frozenset(SCHEMES) - runs}
+        row = rest_emulated({kernel: runs}, SCHEMES)
         table[arch] = row
         table[f"triton-interpret-{arch}"] = row
     return table

@@ -110,7 +110,7 @@ def arch_table(mode_schemes: Mapping[str, Mapping[str, frozenset[str]]]) -> Disp
     emulated (one table shape for every aiter MoE kernel)."""
     table: dict[str, DispatchRow] = {}
     for arch in sorted(AITER_ARCHS):
-        row = rest_emulated(mode_schemes[arch])
+        row = rest_emulated(mode_schemes[arch], MOE_SCHEMES)
         table[arch] = row
         table[f"triton-interpret-{arch}"] = row
     return table

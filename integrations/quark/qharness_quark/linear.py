@@ -58,6 +58,7 @@ from harness import (
     Support,
     choose,
     platform_key,
+    rest_emulated,
 )
 from qharness_quark import ENGINE
 
@@ -95,10 +96,7 @@ QPARAMS_LINEAR = Kernel(
 KERNELS: dict[str, Kernel] = {k.name: k for k in (QPARAMS_LINEAR,)}
 # One row for every platform: FP8_LINEAR_SCHEMES to the kernel, every other scheme refused.
 FP8_LINEAR_DISPATCH: DispatchTable = {
-    ANY_PLATFORM: {
-        QPARAMS_LINEAR.name: frozenset(FP8_LINEAR_SCHEMES),
-        EMULATE: frozenset(SCHEMES) - frozenset(FP8_LINEAR_SCHEMES),
-    }
+    ANY_PLATFORM: rest_emulated({QPARAMS_LINEAR.name: frozenset(FP8_LINEAR_SCHEMES)}, SCHEMES)
 }
 # Quark's CPU design, declared as this path's numerics (operands in the model dtype): not a
 # finding. What is one: its activation fake-quantize divides in the model dtype.

@@ -57,6 +57,7 @@ from harness import (
     Support,
     choose,
     platform_key,
+    rest_emulated,
 )
 from qharness_torchao import ENGINE
 
@@ -87,10 +88,7 @@ FLOAT8_ROWWISE = Kernel(
 KERNELS: dict[str, Kernel] = {k.name: k for k in (FLOAT8_ROWWISE,)}
 # One row for every platform: FLOAT8_LINEAR_SCHEMES to the kernel, every other scheme refused.
 FLOAT8_LINEAR_DISPATCH: DispatchTable = {
-    ANY_PLATFORM: {
-        FLOAT8_ROWWISE.name: frozenset(FLOAT8_LINEAR_SCHEMES),
-        EMULATE: frozenset(SCHEMES) - frozenset(FLOAT8_LINEAR_SCHEMES),
-    }
+    ANY_PLATFORM: rest_emulated({FLOAT8_ROWWISE.name: frozenset(FLOAT8_LINEAR_SCHEMES)}, SCHEMES)
 }
 OUT_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.bfloat16, torch.float16)
 MM_CONFIG = Float8MMConfig(use_fast_accum=False)  # what the config sets by default

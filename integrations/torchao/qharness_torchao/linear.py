@@ -59,6 +59,7 @@ from harness import (
     e8m0_encode,
     pack_fp4,
     platform_key,
+    rest_emulated,
 )
 from qharness_torchao import ENGINE
 from qharness_torchao.quantizer import ELEMENT_DTYPES, MODES, to_harness_codes
@@ -126,10 +127,7 @@ KERNELS: dict[str, Kernel] = {k.name: k for k in (TO_MX_LINEAR,)}
 # One row for every platform: MX_LINEAR_SCHEMES to the kernel, every other registered
 # scheme refused (EMULATE: torchao has no kernel for it; supports() says why).
 MX_LINEAR_DISPATCH: DispatchTable = {
-    ANY_PLATFORM: {
-        TO_MX_LINEAR.name: frozenset(MX_LINEAR_SCHEMES),
-        EMULATE: frozenset(SCHEMES) - frozenset(MX_LINEAR_SCHEMES),
-    }
+    ANY_PLATFORM: rest_emulated({TO_MX_LINEAR.name: frozenset(MX_LINEAR_SCHEMES)}, SCHEMES)
 }
 
 

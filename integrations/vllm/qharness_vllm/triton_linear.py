@@ -49,11 +49,11 @@ from typing import Any, ClassVar
 import torch
 
 from harness import (
-    EMULATE,
     FP8_BLOCK,
     SCHEMES,
     WHOLE,
     ActivationScales,
+    DispatchRow,
     DispatchTable,
     FindingCase,
     Kernel,
@@ -69,6 +69,7 @@ from harness import (
     choose,
     foreign_fp8_flavour,
     fp8_nan_codes_read_as_nan,
+    rest_emulated,
 )
 from qharness_vllm import ENGINE
 from qharness_vllm.triton_platform import (
@@ -119,12 +120,9 @@ BLOCK_FP8 = Kernel(
 KERNELS: dict[str, Kernel] = {k.name: k for k in (SCALED_MM, BLOCK_FP8)}
 
 
-def _row(kernel: str, runs: frozenset[str]) -> dict[str, frozenset[str]]:
+def _row(kernel: str, runs: frozenset[str]) -> DispatchRow:
     """A dispatch row: ``runs`` to the kernel, every other registered scheme not run."""
-    row = {EMULATE: frozenset(SCHEMES) - runs}
-    if runs:
-        row[kernel] = runs
-    return row
+    return rest_emulated({kernel: runs} if runs else {}, SCHEMES)
 
 
 # Keyed by GPU architecture, the simulated one under simulation (`target_arch`), not by

@@ -50,6 +50,7 @@ import torch
 from harness import (
     EMULATE,
     FP8_BLOCK,
+    MOE_SCHEMES,
     WHOLE,
     Choice,
     DispatchTable,
@@ -184,7 +185,7 @@ def arch_table(mode_schemes: Mapping[str, Mapping[str, frozenset[str]]]) -> Disp
     """Keyed by GPU architecture, the simulated one under simulation (`target_arch`): the
     same kernel source runs on the real and the simulated arch. Each arch's modes, every
     other MoE scheme not run by this path (`EMULATE`)."""
-    return {arch: rest_emulated(modes) for arch, modes in sorted(mode_schemes.items())}
+    return {arch: rest_emulated(m, MOE_SCHEMES) for arch, m in sorted(mode_schemes.items())}
 
 
 def moe_table() -> DispatchTable:
