@@ -11,10 +11,12 @@ installs the engine's adapter from ``integrations/<engine>`` (which pulls the en
 qharness with a constraints file pinning that torch, so pip can neither replace nor
 upgrade it, plus the tools an engine's checkpoints come from (`TOOL_PACKAGES`), then
 runs the suites and self-tests that exercise the adapter (``-k``, where the engine has
-a keyword), writing ``reports/engine-<engine>.json``. An engine whose kernels run on
-simulated GPUs (aiter, vllm-triton: their Triton kernels under Triton's interpreter)
-runs once per simulated arch, with ``QHARNESS_SIMULATE`` and ``TRITON_INTERPRET=1``
-set, into ``reports/engine-<engine>-<arch>.json``. ``vllm-triton`` and ``models``
+a keyword), into a run directory ``reports/engine-<engine>/`` laid out like ``harness run``'s
+(results, junit, summary.md, report.html, repro bundles, pytest.log), its results also
+copied to ``reports/engine-<engine>.json``; it prints a few lines per run. An engine
+whose kernels run on simulated GPUs (aiter, vllm-triton: their Triton kernels under
+Triton's interpreter) runs once per simulated arch, with ``QHARNESS_SIMULATE`` and
+``TRITON_INTERPRET=1`` set, into ``reports/engine-<engine>-<arch>/``. ``vllm-triton`` and ``models``
 reuse the vllm venv; ``models`` runs real checkpoints made by llm-compressor and AMD
 Quark through vLLM (suites/test_models.py, docs/MODELS.md). Prints the seconds spent installing
 and running. Standard library only.
@@ -32,6 +34,7 @@ import argparse
 import errno
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -336,13 +339,10 @@ def stage() -> int:
             "ignore",
             *PYTEST_ARGS.get(args.engine, ()),
             *(("-k", keyword) if keyword else ()),
-            f"--qharness-results={path}",
             *files,
         ]
-        prefix = " ".join(f"{k}={v}" for k, v in extra_env.items())
-        print("+ " + (prefix + " " if prefix else "") + " ".join(cmd), flush=True)
         env = {**os.environ, **tool_env, **extra_env}
-        status = subprocess.run(cmd, cwd=ROOT, env=env).returncode
+        status = run_once(python, cmd, path, env, extra_env)
         code = code or status  # every run runs; the first failure is the exit status
     done = time.monotonic()
     print(
@@ -350,6 +350,99 @@ def stage() -> int:
         f"pytest exit {code}; results in {', '.join(str(p) for p, _ in runs)}"
     )
     return code
+
+
+# What a stage run leaves in its run directory, all of it ours (a marker says so).
+RUN_FILES = ("results.json", "junit.xml", "pytest.log", "summary.md", "report.html")
+RUN_MARKER = ".qharness-engine-run"
+SHOWN_FAILURES = 20  # failing test lines printed; the rest are in pytest.log
+
+
+def run_directory(results: Path) -> Path:
+    """A stage run's directory beside its results file, laid out like `harness run`'s:
+    reports/engine-aiter-gfx942/ for reports/engine-aiter-gfx942.json."""
+    return results.with_suffix("")
+
+
+def fresh_run_directory(rundir: Path) -> None:
+    """Empty a previous stage run's directory (only what a stage writes), or make one; a
+    directory there that a stage did not make is refused, never emptied."""
+    if rundir.exists():
+        if not (rundir / RUN_MARKER).is_file():
+            raise EngineError(
+                f"{rundir} exists and is not an engine stage's run directory; move it or "
+                "name other results with --results",
+                EXIT_USAGE,
+            )
+        for name in RUN_FILES:
+            (rundir / name).unlink(missing_ok=True)
+        shutil.rmtree(rundir / "repro", ignore_errors=True)
+    rundir.mkdir(parents=True, exist_ok=True)
+    (rundir / RUN_MARKER).write_text("written by scripts/engine.py\n")
+
+
+def run_once(
+    python: Path, cmd: list[str], results: Path, env: dict[str, str], shown_env: dict[str, str]
+) -> int:
+    """One pytest run of a stage into its run directory (results, junit, repro bundles,
+    pytest's own output in pytest.log), then the report's summary.md and report.html;
+    prints a few lines: pytest's closing line, the failing tests, where the rest is."""
+    rundir = run_directory(results)
+    fresh_run_directory(rundir)
+    full = [
+        *cmd,
+        f"--qharness-results={rundir / 'results.json'}",
+        f"--junitxml={rundir / 'junit.xml'}",
+        f"--qharness-repro={rundir / 'repro'}",
+    ]
+    prefix = " ".join(f"{k}={v}" for k, v in shown_env.items())
+    print("+ " + (prefix + " " if prefix else "") + " ".join(full), flush=True)
+    log = rundir / "pytest.log"
+    with log.open("w") as out:
+        status = subprocess.run(
+            full, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+        ).returncode
+    if (rundir / "results.json").is_file():
+        results.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(rundir / "results.json", results)
+        report = [
+            str(python),
+            "-m",
+            "harness",
+            "report",
+            str(rundir),
+            "--summary",
+            str(rundir / "summary.md"),
+            "--html",
+            str(rundir / "report.html"),
+        ]
+        made = subprocess.run(report, cwd=ROOT, env=env, capture_output=True, text=True)
+        if made.returncode not in (0, 1):  # 1: the run has failures, which is reported
+            print(f"engine.py: the report was not written: {made.stderr.strip()[-500:]}")
+    for line in stage_summary(log.read_text(errors="replace")):
+        print(line)
+    print(f"  run directory: {rundir} (summary.md, report.html, junit.xml, pytest.log)")
+    return status
+
+
+def stage_summary(log: str) -> list[str]:
+    """The lines of a stage run's pytest output worth printing: the failing and erroring
+    tests (at most `SHOWN_FAILURES`) and pytest's closing line."""
+    lines = log.splitlines()
+    bad = [line for line in lines if line.startswith(("FAILED ", "ERROR "))]
+    shown = [f"  {line[:300]}" for line in bad[:SHOWN_FAILURES]]
+    if len(bad) > SHOWN_FAILURES:
+        shown.append(f"  ... and {len(bad) - SHOWN_FAILURES} more in pytest.log")
+    closing = [
+        line
+        for line in lines
+        if " in " in line
+        and ("passed" in line or "failed" in line or "error" in line or "no tests ran" in line)
+    ]
+    shown.append(
+        closing[-1].strip("= ") if closing else "(pytest printed no closing line: see pytest.log)"
+    )
+    return shown
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Render docs/ENGINES.md from the results files of engine adapter runs.
 
-    python scripts/engines_report.py reports/engine-*.json > docs/ENGINES.md
+    python scripts/engines_report.py reports/engine-*.json > reports/ENGINES.md
 
 Each results file (qharness.results/1, written by ``scripts/engine.py <engine>``) holds one
 engine's run. Per engine: its version, the quantizers/loaders it ran, outcomes, the
@@ -83,6 +83,15 @@ def render(docs: list[dict[str, Any]]) -> str:
         "runs; do not edit by hand. Upstream-style write-ups of the findings are in",
         "[ENGINE-FINDINGS.md](ENGINE-FINDINGS.md); what each adapter supplies or simulates is in",
         "[ENGINES-ADAPTERS.md](ENGINES-ADAPTERS.md).",
+        "",
+        "What a pass means where a section says *simulated ... under triton-interpret*: the",
+        "engine's own Triton kernel source ran on this CPU under Triton's interpreter, so its",
+        "algorithm held (indexing, masks, tails, scale application, step order, the",
+        "conversions the kernel writes, the engine's dispatch) within the bounds the path",
+        "declares. It does not say the hardware's arithmetic holds: MFMA / tensor-core",
+        "accumulation order, the hardware FP8 conversions and `dot_scaled` in silicon are the",
+        "interpreter's (numpy's) there, declared per path (ENGINES-ADAPTERS.md, the",
+        "interpreter's numerics). A GPU runner running the same stage checks those.",
         "",
     ]
     for doc in docs:

@@ -8,6 +8,7 @@ not needed) and given a stub ``pip`` module that logs its arguments and exits wi
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 import venv
@@ -190,3 +191,63 @@ def test_a_read_only_location_is_exit_4(
     line = one_line(err)
     assert str(ro / "env") in line
     assert "read-only file system" in line
+
+
+# ------------------------------------------------ a stage run leaves a run directory
+STAGE_TESTS = """
+def test_good():
+    assert 1 + 1 == 2
+
+def test_bad():
+    assert 1 + 1 == 3, "wrong on purpose"
+"""
+
+
+def _stage_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, Path]:
+    module = load_engine()
+    tests = tmp_path / "stage_tests" / "test_stage.py"
+    tests.parent.mkdir(exist_ok=True)
+    tests.write_text(STAGE_TESTS)
+    results = tmp_path / "reports" / "engine-fake.json"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests)]
+    status = module.run_once(Path(sys.executable), cmd, results, dict(os.environ), {})
+    return status, capsys.readouterr().out, results
+
+
+def test_a_stage_run_writes_a_run_directory_and_prints_a_short_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, results = _stage_run(tmp_path, capsys)
+    rundir = results.with_suffix("")
+    assert status == 1
+    for name in ("results.json", "junit.xml", "pytest.log", "summary.md", "report.html"):
+        assert (rundir / name).is_file(), name
+    assert results.read_bytes() == (rundir / "results.json").read_bytes()
+    printed = out.splitlines()
+    assert any(line.strip().startswith("FAILED") and "test_bad" in line for line in printed)
+    assert any("1 failed, 1 passed" in line for line in printed), out
+    assert not any(line.startswith(".F") or line.startswith("F.") for line in printed), out
+    assert len(printed) <= 6, out  # the command, the failure, the closing line, where
+
+
+def test_a_second_stage_run_replaces_the_first_and_nothing_else(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, _, results = _stage_run(tmp_path, capsys)
+    rundir = results.with_suffix("")
+    stale = rundir / "repro" / "old.safetensors"
+    stale.parent.mkdir(exist_ok=True)
+    stale.write_text("from the last run")
+    _stage_run(tmp_path, capsys)
+    assert not stale.exists()
+    assert (rundir / "summary.md").is_file()
+
+
+def test_a_directory_the_stage_did_not_make_is_refused_not_emptied(tmp_path: Path) -> None:
+    module = load_engine()
+    theirs = tmp_path / "reports" / "engine-fake"
+    theirs.mkdir(parents=True)
+    (theirs / "notes.txt").write_text("mine")
+    with pytest.raises(module.EngineError, match="not an engine stage's run directory"):
+        module.fresh_run_directory(theirs)
+    assert (theirs / "notes.txt").read_text() == "mine"
