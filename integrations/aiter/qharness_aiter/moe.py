@@ -174,6 +174,7 @@ class AiterMoEPathBase(PathBase):
     name: ClassVar[str] = "aiter_moe"
     small_blocks: ClassVar[bool] = False
     engine = ENGINE
+    runs_kernel_source = True  # Triton source: interpreted on a simulated arch
     known_findings: ClassVar[tuple[KnownFinding, ...]] = ()
     modes: ClassVar[Mapping[str, Any]] = {}
 

@@ -226,6 +226,7 @@ class VllmTritonFusedMoEPath(PathBase):
     name = "vllm_triton_fused_moe"
     small_blocks: ClassVar[bool] = False
     engine = ENGINE
+    runs_kernel_source = True  # Triton source: interpreted on a simulated arch
     known_findings: ClassVar[tuple[KnownFinding, ...]] = ()
 
     def __init__(self) -> None:
