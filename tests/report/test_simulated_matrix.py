@@ -19,6 +19,7 @@ from harness.report.html_page import render_html
 from harness.report.markdown import full_markdown, summary_markdown
 from harness.report.matrix import build_matrix
 from harness.report.nightly import build_report
+from harness.report.render import render_report
 from harness.report.results import SCHEMA, results_problem, summarize
 from tests.fleet.night import record, results_doc, write_run
 
@@ -132,3 +133,32 @@ def test_an_unknown_execution_is_refused_naming_the_field(value: object) -> None
     problem = results_problem({**_doc([]), "records": [bad]})
     assert problem is not None
     assert problem.startswith("records[0].execution must be one of interpreted-kernel, "), problem
+
+
+def test_the_text_report_of_a_run_counts_what_each_path_ran(simulated_run: Path) -> None:
+    """`report --results` and what `run` prints: a table of what each path ran."""
+    text = render_report(simulated_run / "results.json")
+    section = text.split("## What ran on this simulated platform (tests)\n", 1)[1]
+    table = section.split("\n## ", 1)[0]
+    header = next(line for line in table.splitlines() if line.startswith("execution"))
+    # pandas orders the columns by name: CPU code, GPU kernel source, nothing ran
+    assert header.index(CPU) < header.index(INTERPRETED) < header.index("nothing ran")
+    counts = {
+        line.split()[-4].replace("\\", ""): [int(n) for n in line.split()[-3:]]
+        for line in table.splitlines()
+        if "vendor" in line or "emulated" in line
+    }
+    assert counts == {
+        "emulated": [1, 0, 0],
+        "vendor_both": [1, 1, 0],
+        "vendor_torch": [1, 0, 1],
+        "vendor_triton": [0, 1, 0],
+        "vendor_unsupported": [0, 0, 1],
+    }
+
+
+def test_the_text_report_of_real_hardware_has_no_such_table(tmp_path: Path) -> None:
+    run = write_run(
+        tmp_path, "r", results_doc("gfx942", "x", [record("fp8_per_tensor", "emulated")])
+    )
+    assert "What ran" not in render_report(run / "results.json")
