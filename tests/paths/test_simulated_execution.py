@@ -172,3 +172,24 @@ def test_the_triton_adapters_declare_kernel_source(
     monkeypatch.syspath_prepend(str(REPO_ROOT / "integrations" / adapter))
     path_class = getattr(importlib.import_module(module), cls)
     assert runs_kernel_source(path_class)
+
+
+def test_a_case_path_is_looked_up_in_its_suites_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MoE cases name MoE paths; every other suite's cases name linear paths."""
+    import harness.moe.paths as moe_paths
+    from harness.pytest_plugin.execution import case_execution, ran
+
+    def only_moe(name: str) -> object:
+        if name != "moe_only":
+            raise KeyError(name)
+        return _Kernel()
+
+    monkeypatch.setattr(moe_paths, "get_moe_path", only_moe)
+    assert case_execution({"suite": "moe", "path": "moe_only"}, SIMULATED) == INTERPRETED
+    assert case_execution({"suite": "linear", "path": "moe_only"}, SIMULATED) is None
+    assert case_execution({"suite": "linear", "path": "emulated"}, SIMULATED) == CPU_CODE
+    assert case_execution({"suite": "quantize", "scheme": "fp8_per_tensor"}, SIMULATED) is None
+    assert case_execution({"suite": "linear", "path": "emulated"}, REAL) is None
+    assert ran(CPU_CODE, "skipped") == "not-run"
+    assert ran(INTERPRETED, "failed") == INTERPRETED
+    assert ran(None, "skipped") is None
