@@ -49,6 +49,9 @@ Modules, each with its one job:
 - ``case``: `Case`, the one type of a suite's case: its test id, record fields, finding case
   and golden entry built from the fields it declares (every case class of the linear, MoE,
   loading and model suites inherits it).
+- ``execution``: `execution_of`, what a path runs on a simulated platform, from its
+  ``runs_kernel_source`` declaration: GPU kernel source under the interpreter or CPU code
+  (the record's ``execution`` field).
 """
 
 from __future__ import annotations

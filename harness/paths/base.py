@@ -8,8 +8,8 @@ One vocabulary for both:
   accumulation dtype, epilogue roundings, roundings to the output dtype); the suites
   derive their error bounds from this declaration and nothing else.
 - `PathBase` (and `LinearPathBase`): the defaults every built-in path inherits:
-  ``is_reference``, ``uses_capabilities``, ``kernel_name``, ``conventions`` and, for
-  linear paths, the numerics of a path that rounds once.
+  ``is_reference``, ``uses_capabilities``, ``kernel_name``, ``conventions``,
+  ``runs_kernel_source`` and, for linear paths, the numerics of a path that rounds once.
 - `LinearPath`: the runtime protocol a linear path satisfies (``name``, ``supports``,
   ``forward``); MoE's is `harness.moe.paths.base.MoEPath`.
 - `KernelContract`: what a native kernel states it can run (``accepts``, from QuantSpec
@@ -20,8 +20,9 @@ One vocabulary for both:
 Plugins from entry points need not inherit `PathBase`: an object with ``name``,
 ``supports`` and ``forward`` is a valid linear path. The helpers at the end of this
 module (`is_reference`, `path_conventions`, `activation_in_model_dtype`,
-`memory_not_judged`, `uses_capabilities`, `kernel_name`, `linear_numerics`) read the
-optional members with `PathBase`'s defaults; they are the one place that does.
+`memory_not_judged`, `uses_capabilities`, `kernel_name`, `runs_kernel_source`,
+`linear_numerics`) read the optional members with `PathBase`'s defaults; they are the one
+place that does.
 """
 
 from __future__ import annotations
@@ -201,6 +202,9 @@ class PathBase:
     name: str
     is_reference: bool = False  # True: the model every other path is compared with
     conventions: frozenset[str] = frozenset()  # engine conventions of its activation quantizer
+    # True: it calls GPU kernel source (Triton), which a simulated platform interprets;
+    # False: plain torch/CPU code there (harness.paths.execution)
+    runs_kernel_source: bool = False
 
     @property
     def uses_capabilities(self) -> frozenset[str]:
@@ -385,6 +389,12 @@ def memory_not_judged(path: object) -> str:
 def uses_capabilities(path: object) -> frozenset[str]:
     """The capability probes a path says it dispatches to (default none)."""
     return frozenset(getattr(path, "uses_capabilities", frozenset()))
+
+
+def runs_kernel_source(path: object) -> bool:
+    """True for a path that declares ``runs_kernel_source`` (default False): what it calls
+    is GPU kernel source, which a simulated platform interprets (harness.paths.execution)."""
+    return bool(getattr(path, "runs_kernel_source", False))
 
 
 def kernel_name(path: object, scheme: Scheme, platform: PlatformInfo) -> str:

@@ -40,7 +40,10 @@ accumulation order, hardware FP8 conversion, `dot_scaled` in silicon). The inter
 FP8 NaN codes as finite numbers; the aiter and vLLM Triton linear paths call their kernels
 with them read as NaN (`harness/platform/interpreter_fp8.py`), so the special-values suite
 judges those kernels there. The interpreter's own conversion and dot semantics are stated in
-docs/ENGINES-ADAPTERS.md#the-triton-interpreters-numerics.
+docs/ENGINES-ADAPTERS.md#the-triton-interpreters-numerics. Any other path (plain torch) runs
+there as CPU code: each record says what it ran (``execution``: `simulate.EXECUTIONS`; a
+path declares ``runs_kernel_source``, harness.paths.execution), and so do the report's
+matrix and summary.
 """
 
 from __future__ import annotations

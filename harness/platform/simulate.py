@@ -101,3 +101,15 @@ def not_the_simulated_arch(path: str, simulated: str, arch: str) -> str:
         f"{path}: on a simulated platform ({simulated}:{arch}) torch's kernels are the CPU's, "
         f"not {arch}'s; only Triton kernel source (engine adapters) runs as {arch}"
     )
+
+
+# What a test ran on a simulated platform: its record's ``execution`` value (docs/CLI.md;
+# harness.paths.execution decides it), each with the words the matrix and summary show.
+INTERPRETED = "interpreted-kernel"
+CPU_CODE = "cpu-code"
+NOT_RUN = "not-run"
+EXECUTIONS: dict[str, str] = {
+    INTERPRETED: "GPU kernel source, interpreted",
+    CPU_CODE: "CPU code under the arch's expectations",
+    NOT_RUN: "nothing ran",
+}

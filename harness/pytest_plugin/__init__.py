@@ -7,6 +7,8 @@ Modules, each with its one job:
 
 - ``recorder``: one record per test (case fields, outcome, skip reason, metrics), merged
   across xdist workers; the results file, repro bundles, the skip summary.
+- ``execution``: a record's ``execution`` on a simulated platform (what its case's path
+  ran, or ``not-run`` for a skipped test).
 - ``pinning``: GPUs and cores per pytest-xdist worker (a GPU per worker).
 - ``verdicts``: how a case's named checks and known engine findings become pass, fail or
   xfail.

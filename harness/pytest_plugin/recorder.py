@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from harness.errors import filesystem_fault
+from harness.pytest_plugin.execution import ran
 
 RECORD_KEY = "qharness"
 CASE_KEY = "qharness_case"
@@ -103,6 +104,12 @@ class ActiveHooks:
                 describe = getattr(value, "record_fields", None)
                 if callable(describe):
                     fields.update(describe())
+        from harness.platform.info import detect
+        from harness.pytest_plugin.execution import case_execution
+
+        execution = case_execution(fields, detect())  # on a simulated platform only
+        if execution is not None:
+            fields["execution"] = execution
         item.user_properties.append((CASE_KEY, fields))
 
     @pytest.hookimpl(wrapper=True)
@@ -173,6 +180,8 @@ class ResultRecorder:
         for name in CASE_FIELDS:  # record_result(scheme=..., path=...) reaches the matrix
             if case.get(name) is None and isinstance(metrics.get(name), str):
                 case[name] = metrics[name]
+        if case.get("execution") is not None:  # a skipped test ran nothing
+            case["execution"] = ran(case["execution"], outcome)
         self.records[report.nodeid] = {
             "nodeid": report.nodeid,
             **case,

@@ -80,6 +80,8 @@ class RunDigest:
     rows: int = 0  # records and benchmark rows: what a frame of the run would hold
     stack: dict[str, str | None] = field(default_factory=dict)  # run columns; {} when no rows
     outcomes: Counter[str | None] = field(default_factory=Counter)  # tests (no benchmarks)
+    # a simulated platform's tests by what ran (`harness.platform.simulate.EXECUTIONS`)
+    executions: Counter[str] = field(default_factory=Counter)
     cells: dict[tuple[str, str], Cell] = field(default_factory=dict)  # (scheme, path) -> cell
     skips: Counter[str | None] = field(default_factory=Counter)  # skip reason -> tests
     failures: list[FailedCase] = field(default_factory=list)
@@ -110,6 +112,7 @@ class _Fold:
     def __init__(self) -> None:
         self.matrix = MatrixFold()
         self.outcomes: Counter[str | None] = Counter()
+        self.executions: Counter[str] = Counter()  # a simulated platform's tests, by what ran
         self.skips: Counter[str | None] = Counter()
         self.failures: list[FailedCase] = []
         self.sqnr: dict[str | None, list[float]] = {}
@@ -129,12 +132,15 @@ class _Fold:
         kernel: str | None,
         sqnr_db: float | None,
         peak_bytes: float | None,
+        execution: str | None = None,
     ) -> None:
         self.rows += 1
         if suite != BENCHMARK_SUITE:
             self.outcomes[outcome] += 1
+            if execution is not None:
+                self.executions[execution] += 1
             if scheme is not None and path is not None:
-                self.matrix.add(scheme, path, "", suite, outcome, reason, kernel)
+                self.matrix.add(scheme, path, "", suite, outcome, reason, kernel, execution)
         if outcome == "skipped":
             self.skips[reason] += 1
         if outcome in BAD:
@@ -167,6 +173,7 @@ class _Fold:
             _text(metrics.get("kernel")),
             _number(metrics.get("sqnr_db")),
             _number(metrics.get("peak_bytes")),
+            _text(r.get("execution")),
         )
 
 
@@ -228,6 +235,7 @@ def digest_run(run: Path) -> RunDigest:
         rows=fold.rows,
         stack={c: columns[c] for c in STACK_FIELDS} if fold.rows else {},
         outcomes=fold.outcomes,
+        executions=fold.executions,
         cells={(s, p): cell for (s, p, _), cell in fold.matrix.cells().items()},  # one platform
         skips=fold.skips,
         failures=fold.failures,

@@ -45,6 +45,7 @@ COLUMNS: dict[str, str] = {
     "outcome": "string",
     "reason": "string",
     "kernel": "string",
+    "execution": "string",  # what ran, on a simulated platform (docs/CLI.md); else null
     "duration_s": "float64",
     "sqnr_db": "float64",
     "sqnr_floor_db": "float64",
@@ -138,6 +139,7 @@ def record_rows(doc: dict[str, Any], run_id: str) -> list[dict[str, Any]]:
                 "outcome": _text(r.get("outcome")),
                 "reason": _text(r.get("reason")),
                 "kernel": _text(metrics.get("kernel")),
+                "execution": _text(r.get("execution")),
                 "duration_s": _number(r.get("duration_s")),
                 "sqnr_db": _number(metrics.get("sqnr_db")),
                 "sqnr_floor_db": _number(metrics.get("sqnr_floor_db")),

@@ -31,7 +31,7 @@ table{border-collapse:collapse;margin:6px 0}th,td{border:1px solid #dde;padding:
 text-align:left;vertical-align:top}th{background:#f3f5f9;position:sticky;top:0}
 td.pass{background:#e5f5e8;color:#14532d}td.fail{background:#fde2e1;color:#8a1c17;font-weight:600}
 td.emulated-only{background:#fff4d6;color:#7a5200}td.skipped{background:#eef0f4;color:#555}
-td.partial{background:#f3e8ff;color:#5b2a86}
+td.partial{background:#f3e8ff;color:#5b2a86}td.cpu-code{background:#e6edf7;color:#1e3a5f}
 td.cell{min-width:7em;max-width:16em}td.cell .detail,td.cell .sqnr{display:block;
 font-size:11px;font-weight:400}code{font:12px ui-monospace,Menlo,Consolas,monospace;
 word-break:break-all}.kind{font-weight:600;white-space:nowrap}.num{text-align:right}

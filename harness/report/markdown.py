@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from harness.platform.simulate import EXECUTIONS
 from harness.report.escape import md_inline
 from harness.report.grouping import group_items, grouped_markdown, without_runner_paths
 from harness.report.models_section import model_rows, models_markdown
@@ -37,6 +38,21 @@ def _counts_table(report: NightlyReport) -> list[str]:
             f"| {passed} | {failed} | {skipped} | {other} |"
         )
     return lines
+
+
+def what_ran_lines(report: NightlyReport) -> list[str]:
+    """For each simulated platform, what its tests ran (docs/CLI.md ``execution``): GPU
+    kernel source under the interpreter, CPU code under the arch's expectations, or nothing;
+    a green simulated column of CPU code says nothing of the arch's kernels."""
+    lines = []
+    for platform in report.platforms:
+        executions = report.runs[platform].executions
+        if executions:
+            counts = ", ".join(
+                f"{executions[e]} {words}" for e, words in EXECUTIONS.items() if executions[e]
+            )
+            lines.append(f"- simulated {md_inline(platform)}: {counts}")
+    return ["", "What ran on simulated platforms:", "", *lines] if lines else []
 
 
 def _capped(items: list[str], limit: int = LIST_LIMIT) -> Iterable[str]:
@@ -86,7 +102,7 @@ def summary_markdown(report: NightlyReport, html_link: str | None = "report.html
             for f, line in zip(fresh, new_failures, strict=True)
         ],
     )
-    lines = ["## qharness nightly", "", *_counts_table(report), ""]
+    lines = ["## qharness nightly", "", *_counts_table(report), *what_ran_lines(report), ""]
     lines += [f"### Regressions ({len(regs)})", ""]
     lines += grouped_markdown(reg_groups)
     lines += [
@@ -113,6 +129,7 @@ def full_markdown(report: NightlyReport) -> str:
         "# qharness report",
         "",
         *_counts_table(report),
+        *what_ran_lines(report),
         "",
         "## Matrix (scheme x path x platform)",
         "",

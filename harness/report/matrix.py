@@ -7,15 +7,22 @@ skipped or fell back to the emulated kernel: "pass" would claim what did not run
 reference path ran: skipped, or a MoE kernel that is the emulated one), ``skipped`` (shown
 "not run", with the most common reason) or empty where the platform has no such tests.
 Each cell keeps its per-suite counts.
+
+A simulated platform's cell (its records carry ``execution``, docs/CLI.md) also says what
+ran: GPU kernel source under the interpreter, or CPU code held to the arch's expectations
+(a plain-torch path's pass there says nothing of the arch's kernels). A path that ran
+nothing there is "not run (unsupported)", never ``emulated-only``: no native kernel is
+expected of a CPU standing in for a GPU.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from harness.platform.simulate import CPU_CODE, EXECUTIONS, NOT_RUN
 from harness.report.plain import column_values
 from harness.report.regress import BAD, EMULATED_KERNEL, REFERENCE_PATHS
 
@@ -52,6 +59,22 @@ class Cell:
     skipped: int
     reason: str = ""
     suites: tuple[SuiteCount, ...] = ()
+    # on a simulated platform: what the tests that ran ran (`ran_as`), "" elsewhere
+    ran: tuple[tuple[str, int], ...] = ()
+    simulated: bool = False
+
+    @property
+    def only_cpu_code(self) -> bool:
+        """A simulated cell whose tests ran only CPU code (no GPU kernel source)."""
+        return [e for e, _ in self.ran] == [CPU_CODE]
+
+    @property
+    def ran_as(self) -> str:
+        """What ran, in words: one `EXECUTIONS` entry, or each with its count when mixed;
+        "" off simulation or where nothing ran."""
+        if len(self.ran) == 1:
+            return EXECUTIONS[self.ran[0][0]]
+        return ", ".join(f"{EXECUTIONS[e]} ({n})" for e, n in self.ran)
 
     @property
     def head(self) -> str:
@@ -61,12 +84,12 @@ class Cell:
         elif self.verdict == "pass" and self.skipped:
             head = f"pass ({self.skipped} skipped)"
         elif self.verdict == "skipped":
-            head = "not run"
+            head = "not run (unsupported)" if self.simulated else "not run"
         elif self.verdict == "partial":
             head = "partly run"
         else:
             head = self.verdict
-        return head
+        return f"{head}, {self.ran_as}" if self.ran_as else head
 
     @property
     def detail(self) -> str:
@@ -83,14 +106,23 @@ class Cell:
 class _Tally:
     """Counts of one cell (or one suite of it), gathered in one pass over the rows."""
 
-    __slots__ = ("all_emulated", "failed", "passed", "reasons", "skipped")
+    __slots__ = ("all_emulated", "executions", "failed", "passed", "reasons", "skipped")
 
     def __init__(self) -> None:
         self.passed = self.failed = self.skipped = 0
         self.all_emulated = True
         self.reasons: Counter[str] = Counter()
+        self.executions: Counter[str] = Counter()  # a simulated platform's records only
 
-    def add(self, outcome: str | None, reason: str | None, kernel: str | None) -> None:
+    def add(
+        self,
+        outcome: str | None,
+        reason: str | None,
+        kernel: str | None,
+        execution: str | None = None,
+    ) -> None:
+        if execution is not None:
+            self.executions[execution] += 1
         if outcome in BAD:
             self.failed += 1
         elif outcome == "skipped":
@@ -118,6 +150,10 @@ def _cell(path: str, total: _Tally, suites: dict[str, _Tally], reference_ran: bo
         )
         for suite, t in sorted(suites.items())
     )
+    simulated = bool(total.executions)
+    ran = tuple(sorted((e, n) for e, n in total.executions.items() if e != NOT_RUN))
+    if simulated:
+        return _simulated_cell(Cell("", passed, failed, skipped, reason, counts, ran, True))
     if failed:
         return Cell("fail", passed, failed, skipped, reason, counts)
     if non_reference and reference_ran and (passed == 0 or total.all_emulated):
@@ -132,7 +168,29 @@ def _cell(path: str, total: _Tally, suites: dict[str, _Tally], reference_ran: bo
     return Cell("pass", passed, failed, skipped, reason, counts)
 
 
-MATRIX_COLUMNS = ("scheme", "path", "platform", "suite", "outcome", "reason", "kernel")
+def _simulated_cell(cell: Cell) -> Cell:
+    """The verdict of a simulated platform's cell (module doc): no ``emulated-only``."""
+    if cell.failed:
+        verdict = "fail"
+    elif cell.passed == 0:
+        verdict = "skipped"
+    elif any(not s.ran for s in cell.suites):
+        verdict = "partial"
+    else:
+        verdict = "pass"
+    return replace(cell, verdict=verdict)
+
+
+MATRIX_COLUMNS = (
+    "scheme",
+    "path",
+    "platform",
+    "suite",
+    "outcome",
+    "reason",
+    "kernel",
+    "execution",
+)
 
 
 class MatrixFold:
@@ -154,13 +212,14 @@ class MatrixFold:
         outcome: str | None,
         reason: str | None,
         kernel: str | None,
+        execution: str | None = None,
     ) -> None:
         key = (scheme, path, platform)
         total = self.totals.get(key)
         if total is None:
             total = self.totals[key] = _Tally()
             self.suites[key] = {}
-        total.add(outcome, reason, kernel)
+        total.add(outcome, reason, kernel, execution)
         by_suite = self.suites[key]
         name = suite or "other"
         tally = by_suite.get(name)
@@ -183,12 +242,12 @@ class MatrixFold:
 def build_matrix(frame: pd.DataFrame) -> dict[tuple[str, str], dict[str, Cell]]:
     """(scheme, path) -> platform -> Cell, over rows with a scheme and a path (no benchmarks)."""
     fold = MatrixFold()
-    for scheme, path, platform, suite, outcome, reason, kernel in zip(
+    for scheme, path, platform, suite, outcome, reason, kernel, execution in zip(
         *(column_values(frame, c) for c in MATRIX_COLUMNS), strict=True
     ):
         if scheme is None or path is None or platform is None or suite == "benchmark":
             continue
-        fold.add(scheme, path, platform, suite, outcome, reason, kernel)
+        fold.add(scheme, path, platform, suite, outcome, reason, kernel, execution)
     return matrix_of(fold.cells())
 
 

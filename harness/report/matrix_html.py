@@ -1,7 +1,9 @@
 """report.html's matrix: scheme x path rows, a column per runner or per group of runners.
 
 A runner's cell gives its verdict, the per-suite counts on a line below it, and the linear
-suite's median SQNR with its change since the runner's baseline. Beyond `MAX_GROUPS`
+suite's median SQNR with its change since the runner's baseline. On a simulated platform
+the verdict says what ran, and a cell of CPU code alone is coloured apart from a pass of
+interpreted GPU kernel source. Beyond `MAX_GROUPS`
 runners a column is a group (`harness.report.fleet_groups`) whose cell counts its runners
 of each verdict, coloured by the worst, names the runners of each verdict but pass on hover,
 and gives the median over its runners of their SQNR and of its change.
@@ -34,8 +36,9 @@ def _cell(cell: Cell | None, sqnr: Sqnr | None = None) -> str:
         return '<td class="cell"></td>'
     title = f' title="{html_text(cell.reason, 300)}"' if cell.reason else ""
     detail = f'<span class="detail">{html_text(cell.detail)}</span>' if cell.detail else ""
+    cpu = " cpu-code" if cell.only_cpu_code else ""  # simulated: not the arch's kernels
     return (
-        f'<td class="cell {cell.verdict}"{title}>{html_text(cell.head)}{detail}'
+        f'<td class="cell {cell.verdict}{cpu}"{title}>{html_text(cell.head)}{detail}'
         f"{_sqnr_text(sqnr)}</td>"
     )
 
@@ -123,7 +126,9 @@ def matrix_html(report: NightlyReport) -> str:
         '<span style="background:#fde2e1">fail</span>'
         '<span style="background:#f3e8ff">partly run</span>'
         '<span style="background:#fff4d6">emulated-only</span>'
-        '<span style="background:#eef0f4">not run</span> hover a cell for its reason</p>'
+        '<span style="background:#eef0f4">not run</span>'
+        '<span style="background:#e6edf7">CPU code on a simulated arch</span>'
+        " hover a cell for its reason</p>"
     )
     return (
         f"{legend}<table><tr><th>scheme</th><th>path</th>{head}</tr>{''.join(rows)}</table>"

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.platform.simulate import EXECUTIONS
 from harness.report.escape import md_inline, one_line
 from harness.report.frame import records_frame
 from harness.report.models_section import model_regressions, model_rows, models_text
@@ -26,7 +27,17 @@ from harness.report.stream import stream_results
 __all__ = ["PEAK_GROWTH", "SQNR_DROP_DB", "regressions", "render_report"]
 
 
-COLUMNS = ["nodeid", "suite", "scheme", "path", "outcome", "reason", "sqnr_db", "peak_bytes"]
+COLUMNS = [
+    "nodeid",
+    "suite",
+    "scheme",
+    "path",
+    "outcome",
+    "reason",
+    "sqnr_db",
+    "peak_bytes",
+    "execution",
+]
 
 
 class _Rows:
@@ -62,6 +73,7 @@ class _Rows:
                 self.words.setdefault(reason, reason) if isinstance(reason, str) else reason,
                 metrics.get("sqnr_db"),
                 metrics.get("peak_bytes"),
+                self.words.setdefault(r.get("execution"), r.get("execution")),
             )
         )
 
@@ -117,6 +129,18 @@ MOE_SQNR_NOTE = (
 )
 
 
+def _execution_section(df: pd.DataFrame) -> list[str]:
+    """On a simulated platform, what each suite and path ran (the records' ``execution``):
+    its passes are the arch's kernels' only where GPU kernel source was interpreted."""
+    ran = df.dropna(subset=["execution"])
+    if ran.empty:
+        return []
+    table = ran.assign(execution=ran["execution"].map(EXECUTIONS)).pivot_table(
+        index=["suite", "path"], columns="execution", values="nodeid", aggfunc="count", fill_value=0
+    )
+    return ["", "## What ran on this simulated platform (tests)", "", table.to_string()]
+
+
 def _sqnr_sections(df: pd.DataFrame) -> list[str]:
     """Linear SQNR per scheme and path (median and worst: the linear inputs are plain
     seeded data), then MoE SQNR as a median with the reason the worst case is not shown."""
@@ -160,6 +184,7 @@ def render_report(
             fill_value=0,
         )
         lines.append(table.to_string())
+    lines += _execution_section(df)
     skipped = df[df["outcome"] == "skipped"]
     lines += ["", f"## Skips ({len(skipped)}), by reason", ""]
     for reason, count in skipped["reason"].value_counts(dropna=False).items():

@@ -5,7 +5,8 @@ Schema ``qharness.results/1`` (documented in docs/CLI.md):
 "summary", "records": [...]}`` (``runner`` and ``provenance``, added later, are optional to
 readers)
 where each record has ``nodeid, suite, scheme, path, shape, ..., outcome, reason,
-duration_s, metrics``.
+duration_s, metrics`` and, on a simulated platform, ``execution`` (what ran: one of
+`harness.platform.simulate.EXECUTIONS`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 from harness.core.files import UnreadableFileError, read_regular_file
 from harness.errors import QHarnessError, filesystem_fault
+from harness.platform.simulate import EXECUTIONS
 from harness.report.limits import (
     INT64_MAX,
     json_decoder,
@@ -216,6 +218,9 @@ def _record_problem(record: Any) -> str | None:
         # null: a test with no such case field (a quantizer test names no path)
         if record.get(name) is not None and not isinstance(record[name], str):
             return f".{name} must be a string or null, got {_show(record[name])}"
+    execution = record.get("execution")  # only on a simulated platform (docs/CLI.md)
+    if execution is not None and execution not in EXECUTIONS:
+        return f".execution must be one of {', '.join(EXECUTIONS)} or null, got {_show(execution)}"
     duration = record.get("duration_s")
     if duration is not None and not _is_number(duration):
         return f".duration_s must be a number or null, got {_show(duration)}"

@@ -346,6 +346,7 @@ class AiterLinearPath(LinearPathBase):
     kernel: ClassVar[str]
     tails: ClassVar[bool] = False
     engine = ENGINE
+    runs_kernel_source = True  # Triton source: interpreted on a simulated arch
     known_findings: ClassVar[tuple[KnownFinding, ...]] = ()
 
     def __init__(self) -> None:

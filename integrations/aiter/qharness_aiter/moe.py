@@ -167,6 +167,7 @@ class AiterMoEPathBase(FusedMoEPathBase):
 
     name = "aiter_moe"
     engine = ENGINE
+    runs_kernel_source = True  # Triton source: interpreted on a simulated arch
     known_findings: ClassVar[tuple[KnownFinding, ...]] = ()
     tuned_config: ClassVar[dict[str, bool]] = {}  # get_optimal_moe_config's kernel flag
     small_block_config: ClassVar[dict[str, Any]] = SMALL_BLOCKS

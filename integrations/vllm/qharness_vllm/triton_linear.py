@@ -291,6 +291,7 @@ class _VllmTritonPath(LinearPathBase):
     """One vLLM Triton GEMM, run as vLLM runs it, on a GPU or under the interpreter."""
 
     engine = ENGINE
+    runs_kernel_source = True  # Triton source: interpreted on a simulated arch
     kernel: ClassVar[Kernel]
     table: ClassVar[DispatchTable]
     tile: ClassVar[tuple[int, int, int] | None] = None  # None: vLLM's own tuning choice

@@ -218,6 +218,7 @@ class VllmTritonFusedMoEPath(FusedMoEPathBase):
 
     name = "vllm_triton_fused_moe"
     engine = ENGINE
+    runs_kernel_source = True  # Triton source: interpreted on a simulated arch
     known_findings: ClassVar[tuple[KnownFinding, ...]] = ()
     modes: ClassVar[Mapping[str, Kernel]] = MODES
 
