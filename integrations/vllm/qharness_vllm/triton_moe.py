@@ -284,6 +284,12 @@ class VllmTritonFusedMoEPath(FusedMoEPathBase):
 
     @contextlib.contextmanager
     def launch(self, platform: PlatformInfo) -> Iterator[None]:
+        """The simulated arch's platform and device around the launcher. vLLM's fused-MoE
+        module is imported first, outside them: imported while the device reads as ROCm it
+        loads vllm.platforms.rocm, which asks torch.cuda for the GPU's arch."""
+        import vllm.model_executor.layers.fused_moe.fused_moe
+        import vllm.triton_utils  # noqa: F401
+
         arch = simulated_arch(platform)
         with simulated_platform(arch), simulated_device(arch), compiled_or_stand_in():
             yield
