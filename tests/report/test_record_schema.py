@@ -7,8 +7,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pandas as pd
+import pytest
+
 from harness.report import doc_facts, frame, models_section, results
-from harness.report.schema import FIELDS, history_columns, markdown_columns
+from harness.report.regress import find_regressions
+from harness.report.schema import FIELDS, Field, history_columns, markdown_columns
 from tests.hang_guard import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,3 +90,22 @@ def test_the_docs_column_table_is_generated_from_the_table() -> None:
     assert f"<!-- facts:history-columns -->\n{markdown_columns()}\n<!-- /facts -->" in text
     for name in history_columns():
         assert f"| `{name}` |" in text
+
+
+def _one_row(column: str, value: float, run_id: str) -> pd.DataFrame:
+    row = {"run_id": run_id, "platform": "cpu", "nodeid": "t::a", "outcome": "passed"}
+    row |= {"suite": "linear", "path": "native", column: value}
+    if column.startswith("bench_"):
+        row |= {"suite": "benchmark", "bench_stddev_s": 0.001}
+    return frame.typed(pd.DataFrame([row], columns=list(frame.COLUMNS)))
+
+
+@pytest.mark.parametrize(
+    "field", [f for f in FIELDS if f.regresses and f.group != "model"], ids=lambda f: f.name
+)
+def test_the_report_flags_each_field_the_way_the_table_says_it_regresses(field: Field) -> None:
+    better, worse = (1.0, 1000.0) if field.regresses == "rise" else (1000.0, 1.0)
+    old = _one_row(field.name, better, "r1")
+    assert find_regressions(_one_row(field.name, worse, "r2"), old) != []
+    improved = better * (0.999 if field.regresses == "rise" else 1.001)
+    assert find_regressions(_one_row(field.name, improved, "r2"), old) == []
