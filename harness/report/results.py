@@ -106,8 +106,14 @@ class ResultsError(QHarnessError):
 
 
 OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
-# The record's own fields checked generically (nodeid and outcome have their own checks)
-RECORD_FIELDS = tuple(f for f in checked("record") if f.name not in ("nodeid", "outcome"))
+# The record's own fields checked generically (nodeid and outcome have their own checks);
+# ``reason`` first, so a record with several faults is named as it always was.
+RECORD_FIELDS = tuple(
+    sorted(
+        (f for f in checked("record") if f.name not in ("nodeid", "outcome")),
+        key=lambda f: f.name != "reason",
+    )
+)
 METRIC_FIELDS = checked("metric")  # the rest of a record's metrics are free-form
 # Metrics the report compares numerically (`harness.report.schema`: a number or a count).
 NUMERIC_METRICS = tuple(f.source for f in METRIC_FIELDS if f.json in ("number", "count"))
