@@ -109,3 +109,11 @@ def test_the_report_flags_each_field_the_way_the_table_says_it_regresses(field: 
     assert find_regressions(_one_row(field.name, worse, "r2"), old) != []
     improved = better * (0.999 if field.regresses == "rise" else 1.001)
     assert find_regressions(_one_row(field.name, improved, "r2"), old) == []
+
+
+def test_a_record_with_several_faults_is_named_by_its_reason_first() -> None:
+    platform = {"device": "cpu", "arch": "cpu", "name": "cpu", "torch_version": "2"}
+    record = {"nodeid": "t::a", "outcome": "passed", "suite": 4, "reason": 3, "duration_s": "x"}
+    doc = {"schema": "qharness.results/1", "created": "x", "exitstatus": 0}
+    problem = results.results_problem({**doc, "platform": platform, "records": [record]})
+    assert problem == "records[0].reason must be a string or null, got 3"
