@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from harness.report.results import checks_markdown
 from harness.report.schema import markdown_columns
 from harness.store.golden_format import MANIFEST_NAME
 from harness.store.golden_store import DEFAULT_ROOT
@@ -27,6 +28,7 @@ DOCUMENTS: tuple[str, ...] = (
     "docs/MOE.md",
     "docs/ARCHITECTURE.md",
     "docs/HISTORY.md",
+    "docs/CLI.md",
 )
 _BLOCK = re.compile(r"(<!-- facts:([a-z0-9-]+) -->\n)(.*?)(<!-- /facts -->)", re.DOTALL)
 
@@ -79,6 +81,7 @@ FACTS: dict[str, Callable[[], str]] = {
     "moe-grid": moe_grid,
     "linear-grid": linear_grid,
     "history-columns": markdown_columns,  # the field table's (harness.report.schema)
+    "record-checks": checks_markdown,  # results validation's, from the field table
 }
 
 

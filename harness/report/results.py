@@ -119,6 +119,24 @@ METRIC_FIELDS = checked("metric")  # the rest of a record's metrics are free-for
 NUMERIC_METRICS = tuple(f.source for f in METRIC_FIELDS if f.json in ("number", "count"))
 # Metrics that count something (bytes): finite and non-negative. SQNR may be inf (exact).
 COUNT_METRICS = tuple(f.source for f in METRIC_FIELDS if f.json == "count")
+_HOLDS = {"string": "a string or null", "number": "a number or null"}
+_HOLDS["count"] = "a count from 0 to 2^63-1 or null"
+
+
+def checks_markdown() -> str:
+    """docs/CLI.md's list of what `RECORD_FIELDS` and `METRIC_FIELDS` are held to (a
+    generated block of `harness.report.doc_facts`)."""
+    lines = []
+    for label, fields in (("record", RECORD_FIELDS), ("`metrics`", METRIC_FIELDS)):
+        parts = []
+        for kind, holds in _HOLDS.items():
+            names = [f"`{f.source}`" for f in fields if f.json == kind]
+            if names:
+                parts.append(f"{', '.join(names)}: {holds}")
+        lines.append(f"- {label}: {'; '.join(parts)}")
+    return "\n".join(lines)
+
+
 PLATFORM_FIELDS = ("device", "arch", "name", "torch_version")
 
 

@@ -24,7 +24,7 @@ NEW_FIELD = textwrap.dedent(
     schema.FIELDS = (*schema.FIELDS, schema.Field(
         "widget_bytes", "metric", "float64", "count", "bytes of widgets", read=schema.as_number))
     from harness.report.frame import COLUMNS, records_frame
-    from harness.report.results import results_problem
+    from harness.report.results import checks_markdown, results_problem
 
     def doc(value):
         record = {"nodeid": "t::a", "outcome": "passed", "metrics": {"widget_bytes": value}}
@@ -39,6 +39,7 @@ NEW_FIELD = textwrap.dedent(
     table = records_frame(doc(12), "r1")
     print(table["widget_bytes"].dtype, table["widget_bytes"].iloc[0])
     print("`widget_bytes`" in schema.markdown_columns(schema.FIELDS))
+    print("`widget_bytes`: a count from 0 to 2^63-1 or null" in checks_markdown())
     """
 )
 
@@ -59,6 +60,7 @@ def test_a_field_added_to_the_table_is_validated_stored_and_documented() -> None
         "records[0].metrics.widget_bytes must be a number or null, got 'many'",
         "None",
         "float64 12.0",
+        "True",
         "True",
     ]
 
@@ -90,6 +92,10 @@ def test_the_docs_column_table_is_generated_from_the_table() -> None:
     assert f"<!-- facts:history-columns -->\n{markdown_columns()}\n<!-- /facts -->" in text
     for name in history_columns():
         assert f"| `{name}` |" in text
+    cli = (ROOT / "docs" / "CLI.md").read_text()
+    assert f"<!-- facts:record-checks -->\n{results.checks_markdown()}\n<!-- /facts -->" in cli
+    for field in (*results.RECORD_FIELDS, *results.METRIC_FIELDS):
+        assert f"`{field.source}`" in results.checks_markdown()
 
 
 def _one_row(column: str, value: float, run_id: str) -> pd.DataFrame:
