@@ -14,13 +14,14 @@ import pytest
 
 from harness.errors import filesystem_fault
 from harness.pytest_plugin.execution import ran
+from harness.report.schema import FIELDS
 
 RECORD_KEY = "qharness"
 CASE_KEY = "qharness_case"
 REPRO_KEY = pytest.StashKey[dict[str, Any]]()
 # Case fields a test may give through record_result(...) when it has no case parameter: they
 # go to the record's top level (the matrix reads them there), not only into its metrics.
-CASE_FIELDS = ("suite", "scheme", "path", "shape")
+CASE_FIELDS = tuple(f.name for f in FIELDS if f.group == "case")  # harness.report.schema
 
 
 def stop_gracefully_on_signals(session: pytest.Session) -> None:

@@ -13,6 +13,9 @@ Modules, each with its one job:
   once where it is read (integers within int64, numbers within float64, text without lone
   surrogates, paths that decode as UTF-8), so no later step (history, report) meets one it
   cannot hold.
+- ``schema``: The field table: one row per results-record field (where it lives, the JSON
+  type validation holds it to, its history dtype, which way it regresses, its doc), read by
+  validation, the history columns, the model section, the recorder and docs/HISTORY.md.
 - ``results``: The results file (`qharness.results/1`), written atomically, `partial` when
   interrupted.
 - ``junit_suites``: `run`'s junit.xml regrouped into one testsuite per suite file (pytest
@@ -27,7 +30,8 @@ Modules, each with its one job:
   tests, the plots' per-run SQNR medians and memory peaks, its benchmark rows; no record is
   kept.
 - ``provenance``: What each run records of where its numbers came from: harness and engine
-  commits, plugin and engine versions.
+  commits, plugin versions, and the versions of the engines the installed adapters declare
+  (entry-point group `qharness.engines`).
 - ``identity``: The report keyed by runner (`platform@label`), and warnings where runs share
   a key, a baseline came from another host or is missing, or the stack (torch, CUDA/HIP,
   driver, harness and engine commits and versions) changed since it.
@@ -63,6 +67,6 @@ Modules, each with its one job:
   `summary.md` and the text report; the self-contained HTML page; matplotlib plots as base64
   PNG.
 - ``render``: The single-file text report of `report --results` (kept for scripts).
-- ``doc_facts``: Counts and sizes the docs state (store per group, case grids), generated
-  into marked blocks; a self-test fails on a stale doc.
+- ``doc_facts``: Counts, sizes and tables the docs state (store per group, case grids, the
+  history columns), generated into marked blocks; a self-test fails on a stale doc.
 """

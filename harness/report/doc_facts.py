@@ -1,4 +1,5 @@
-"""Numbers the docs state about the store and the suites, generated from the code.
+"""Numbers and tables the docs state about the store, the suites and the history columns,
+generated from the code.
 
 A doc marks a generated block with ``<!-- facts:NAME -->`` ... ``<!-- /facts -->``;
 `update_text` rewrites every such block from `FACTS`, and a self-test fails when a doc is
@@ -15,11 +16,20 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from harness.report.results import checks_markdown
+from harness.report.schema import markdown_columns
 from harness.store.golden_format import MANIFEST_NAME
 from harness.store.golden_store import DEFAULT_ROOT
 
 DOCS_ROOT = DEFAULT_ROOT.parent
-DOCUMENTS: tuple[str, ...] = ("README.md", "docs/SCHEMES.md", "docs/MOE.md", "docs/ARCHITECTURE.md")
+DOCUMENTS: tuple[str, ...] = (
+    "README.md",
+    "docs/SCHEMES.md",
+    "docs/MOE.md",
+    "docs/ARCHITECTURE.md",
+    "docs/HISTORY.md",
+    "docs/CLI.md",
+)
 _BLOCK = re.compile(r"(<!-- facts:([a-z0-9-]+) -->\n)(.*?)(<!-- /facts -->)", re.DOTALL)
 
 
@@ -70,6 +80,8 @@ FACTS: dict[str, Callable[[], str]] = {
     "golden-store": golden_store_table,
     "moe-grid": moe_grid,
     "linear-grid": linear_grid,
+    "history-columns": markdown_columns,  # the field table's (harness.report.schema)
+    "record-checks": checks_markdown,  # results validation's, from the field table
 }
 
 

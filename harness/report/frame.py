@@ -13,59 +13,17 @@ from typing import Any
 
 import pandas as pd
 
-from harness.report.models_section import MODEL_COLUMNS, model_values
 from harness.report.rundir import platform_key
+from harness.report.schema import as_number, as_text, history_columns, record_values
 
 HISTORY_SCHEMA = "qharness.history/1"
 
 # column -> pandas dtype; every row of every run has all of them (missing values are NA).
-COLUMNS: dict[str, str] = {
-    "run_id": "string",
-    "created": "string",
-    "platform": "string",
-    "device": "string",
-    "arch": "string",
-    "torch_version": "string",
-    "partial": "bool",
-    "runner_key": "string",
-    "runner_label": "string",
-    "runner_host": "string",
-    "cuda_version": "string",
-    "hip_version": "string",
-    "driver_version": "string",
-    "qharness_version": "string",
-    "harness_commit": "string",
-    "engine_commit": "string",
-    "engine_versions": "string",
-    "nodeid": "string",
-    "suite": "string",
-    "scheme": "string",
-    "path": "string",
-    "shape": "string",
-    "outcome": "string",
-    "reason": "string",
-    "kernel": "string",
-    "execution": "string",  # what ran, on a simulated platform (docs/CLI.md); else null
-    "duration_s": "float64",
-    "sqnr_db": "float64",
-    "sqnr_floor_db": "float64",
-    "worst_error_to_bound": "float64",
-    "peak_bytes": "float64",
-    "bench_mean_s": "float64",
-    "bench_stddev_s": "float64",
-    **MODEL_COLUMNS,  # the model suite's case and logits metrics (models_section)
-}
+COLUMNS: dict[str, str] = history_columns()  # the field table's (harness.report.schema)
 
 
-def _number(value: Any) -> float | None:
-    """A metric as a float; NaN stays NaN (a NaN SQNR is news), non-numbers become None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def _text(value: Any) -> str | None:
-    return None if value is None else str(value)
+_number = as_number
+_text = as_text
 
 
 def run_key(doc: dict[str, Any]) -> str:
@@ -127,27 +85,8 @@ def record_rows(doc: dict[str, Any], run_id: str) -> list[dict[str, Any]]:
     run = run_columns(doc, run_id)
     rows = []
     for r in doc.get("records") or []:
-        metrics = r.get("metrics") or {}
-        rows.append(
-            {
-                **run,
-                "nodeid": _text(r.get("nodeid")),
-                "suite": _text(r.get("suite")) or "other",
-                "scheme": _text(r.get("scheme")),
-                "path": _text(r.get("path")),
-                "shape": _text(r.get("shape")),
-                "outcome": _text(r.get("outcome")),
-                "reason": _text(r.get("reason")),
-                "kernel": _text(metrics.get("kernel")),
-                "execution": _text(r.get("execution")),
-                "duration_s": _number(r.get("duration_s")),
-                "sqnr_db": _number(metrics.get("sqnr_db")),
-                "sqnr_floor_db": _number(metrics.get("sqnr_floor_db")),
-                "worst_error_to_bound": _number(metrics.get("worst_error_to_bound")),
-                "peak_bytes": _number(metrics.get("peak_bytes")),
-                **model_values(metrics),
-            }
-        )
+        # the table's record and metric fields; a record with no suite is ``other``
+        rows.append({**run, **record_values(r), "suite": _text(r.get("suite")) or "other"})
     return rows
 
 

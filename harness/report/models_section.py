@@ -40,48 +40,25 @@ import pandas as pd
 from harness.report.escape import html_text, md_inline
 from harness.report.plain import plain, plain_rows
 from harness.report.regress import RAN_OK, SQNR_DROP_DB, Regression
+from harness.report.schema import FIELDS, history_columns, record_values
 
 TOP1_DROP = 0.05
 SUITE = "models"
 LOGITS_CHECK = "logits"  # ``model_check`` of the logits test; its record holds the metrics
 
+_FIELDS = tuple(f for f in FIELDS if f.group == "model")  # the table's model-suite rows
 # history column -> the record's metric it comes from (text case fields)
-TEXT_FIELDS: dict[str, str] = {
-    "model": "model",
-    "model_tool": "tool",
-    "model_preset": "preset",
-    "model_check": "model_check",
-}
+TEXT_FIELDS: dict[str, str] = {f.name: f.source for f in _FIELDS if f.dtype == "string"}
 # history column (= the record's metric name) of each logits metric, besides ``sqnr_db``
-LOGITS_METRICS: tuple[str, ...] = (
-    "top1_agreement",
-    "sqnr_vs_emulated_db",
-    "top1_agreement_vs_emulated",
-    "emulated_sqnr_db",
-    "emulated_top1_agreement",
-)
+LOGITS_METRICS: tuple[str, ...] = tuple(f.name for f in _FIELDS if f.dtype == "float64")
 # what the results validator holds to "a number or null"
-NUMERIC_METRICS: tuple[str, ...] = LOGITS_METRICS
-MODEL_COLUMNS: dict[str, str] = {
-    **dict.fromkeys(TEXT_FIELDS, "string"),
-    **dict.fromkeys(LOGITS_METRICS, "float64"),
-}
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
+NUMERIC_METRICS: tuple[str, ...] = tuple(f.name for f in _FIELDS if f.json == "number")
+MODEL_COLUMNS: dict[str, str] = history_columns(_FIELDS)
 
 
 def model_values(metrics: dict[str, Any]) -> dict[str, Any]:
     """A record's metrics as the `MODEL_COLUMNS` (None where absent or of the wrong type)."""
-    out: dict[str, Any] = {
-        column: metrics[name] if isinstance(metrics.get(name), str) else None
-        for column, name in TEXT_FIELDS.items()
-    }
-    out |= {name: _number(metrics.get(name)) for name in LOGITS_METRICS}
-    return out
+    return record_values({"metrics": metrics}, _FIELDS)
 
 
 @dataclass(frozen=True)

