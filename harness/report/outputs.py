@@ -21,7 +21,7 @@ import stat
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from harness.errors import UsageError
+from harness.errors import FileSystemError, UsageError
 from harness.report.rundir import RunDir
 from harness.store.atomic import write_bytes_atomic
 
@@ -37,11 +37,18 @@ REPORT_FILES = frozenset({_PROBE.summary.name, _PROBE.html.name})
 
 
 def _stream(path: Path, data: bytes) -> None:
-    """Write into an existing device or FIFO as it is: never create, rename or truncate."""
+    """Write into an existing device or FIFO as it is: never create, rename or truncate.
+    A FIFO whose reader leaves before all is written is one line naming it (exit 4), not
+    the silent status of a closed stdout."""
     try:
         fd = os.open(path, os.O_WRONLY)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+    except BrokenPipeError:
+        raise FileSystemError(
+            f"{path}: its reader went away before the output was written (broken pipe); "
+            "keep a reader on it until the command ends, or name a file"
+        ) from None
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror, str(path)) from exc
 

@@ -286,3 +286,29 @@ def test_report_out_to_dev_stdout_into_a_pipe_is_streamed(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     assert "passed" in done.stdout
     assert "report written to /dev/stdout" in done.stdout
+
+
+def test_a_fifo_whose_reader_leaves_is_one_line_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The reader closes its end after the writer opened the FIFO: the write meets a broken
+    pipe, which names the FIFO (exit 4) instead of passing for a closed stdout (141)."""
+    run = _run_dir(tmp_path / "reports")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    real_open = os.open
+
+    def open_then_reader_leaves(path: object, flags: int, *args: object) -> int:
+        fd = real_open(path, flags, *args)  # type: ignore[arg-type]
+        if Path(str(path)) == fifo:
+            os.close(reader)
+        return fd
+
+    monkeypatch.setattr(os, "open", open_then_reader_leaves)
+    status = cli.main(["report", str(run), "--summary", str(fifo)])
+    err = capsys.readouterr().err
+    assert status == 4, err
+    assert "broken pipe" in err
+    assert str(fifo) in err
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
