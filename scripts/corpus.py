@@ -413,6 +413,7 @@ class RunResult:
     counts: dict[str, int] = field(default_factory=dict)
     reached: bool = False
     note: str = ""
+    log: str = ""  # pytest's output (a shared control run's is under the first entry's logs)
 
 
 def junit_outcome(path: Path) -> tuple[list[str], dict[str, int]]:
@@ -440,6 +441,9 @@ def junit_outcome(path: Path) -> tuple[list[str], dict[str, int]]:
 _CHILDREN: set[subprocess.Popen[bytes]] = set()
 _CHILDREN_LOCK = threading.Lock()
 _STOP = threading.Event()  # set by SIGINT/SIGTERM: no new pytest run starts
+# control runs of this invocation by (stage, files, -k, arch, control patch): entries that
+# share a selection and leave the engine as installed share one control run
+_CONTROLS: dict[tuple[str, tuple[str, ...], str, str, str], RunResult] = {}
 
 
 def run_pytest(
@@ -508,6 +512,7 @@ def run_pytest(
         counts=counts,
         reached=reached(overlay),
         note=note,
+        log=str(log),
     )
 
 
@@ -630,9 +635,16 @@ def run_entry(
             return result
         for arch in arches:
             label = side + (f"-{arch.split(':')[-1]}" if arch else "")
+            key = (stage.name, tuple(entry.meta.get("files") or ()), entry.text("keyword"), arch)
+            shared = _CONTROLS.get((*key, patch.read_text() if patch else ""))
+            if side == "control" and shared is not None:
+                sides[side].append(shared)  # the same selection on the same code: run once
+                continue
             for old in overlay.root.glob("reached.*"):
                 old.unlink()
             run = run_pytest(stage, entry, overlay, arch, logs, label, python, limit_s)
+            if side == "control":
+                _CONTROLS[(*key, patch.read_text() if patch else "")] = run
             if side == "fault" and fault_patch is None:
                 run.reached = True  # a present bug is the installed code: always reached
             sides[side].append(run)
