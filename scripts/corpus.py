@@ -73,7 +73,10 @@ KINDS = ("revert", "present", "port")
 # The classes real quantization bugs fall in; each entry names one.
 BUG_CLASSES: dict[str, str] = {
     "scale-layout": "scale tensor shape, stride, swizzle or indexing",
-    "scale-rounding": "how a scale is derived from amax (E8M0 rounding, epsilon, max value)",
+    "scale-computation": "the scale's value: amax, divisor, reciprocal, floor or clamp",
+    "scale-rounding": "how a scale is rounded into its format (E8M0 floor, ceil, RCEIL; E4M3)",
+    "rounding": "how elements round into the format: ties, direction, through another dtype",
+    "special-values": "NaN, Inf, zero blocks and the format's sentinel codes",
     "fp8-flavour": "e4m3fn vs e4m3fnuz: bounds, normalization, reinterpretation",
     "processing-order": "weight-processing steps applied in the wrong order or twice",
     "bias": "bias dropped, doubled or added in the wrong precision",
@@ -81,7 +84,7 @@ BUG_CLASSES: dict[str, str] = {
     "masking-tails": "unmasked loads or stores, sizes that are not a multiple of a block",
     "routing": "MoE expert selection: top-k, grouped top-k, correction bias, scaling",
     "moe-combine": "MoE weights applied wrongly: topk weights, expert bias, reduction",
-    "saturation": "clamping, special values (NaN, inf), overflow to the format's bound",
+    "saturation": "clamping and overflow to the format's bound",
     "accumulation": "accumulator or output dtype, cast order, precision of an epilogue",
     "shard-consistency": "fused shards (qkv, gate/up) that must share a scale do not",
     "layer-selection": "which layers a checkpoint quantizes (ignore lists, fused names)",
