@@ -435,8 +435,10 @@ register_convention(
     Convention(
         "fp4_ties_away",
         "FP4 (e2m1) elements round to nearest with ties away from zero instead of to even "
-        "(0.25 -> 0.5, 1.25 -> 1.5, 2.5 -> 3, 5 -> 6; aiter's dynamic_mxfp4_quant and the "
-        "MXFP4 quant step of its fused kernels: 'rounding nearest with tie breaking up')",
+        "(0.25 -> 0.5, 1.25 -> 1.5, 2.5 -> 3, 5 -> 6), as aiter 0.1.7's _mxfp4_quant_op "
+        "does. Not declared by any adapter: upstream calls it a bug (ROCm/aiter#974, fixed "
+        "by #975), so it is a finding (docs/CONVENTIONS.md); kept so that a test can show "
+        "the finding is exactly this tie rule",
         lambda spec: spec.format == "e2m1",
         element_ties="away",
     )

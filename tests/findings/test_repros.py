@@ -41,6 +41,9 @@ REPRO_ENGINES: dict[str, str] = {
     "vllm_cpu_static_scaled_fp8_quant_missing.py": "vllm",
     "vllm_amx_fp8_w8a16.py": "vllm",
     "vllm_nvfp4_emulation_operands.py": "vllm",
+    "vllm_cpu_fused_act_quant_reach.py": "vllm",
+    "torchao_mx_e8m0_ends.py": "torchao",
+    "vllm_mxfp8_torch_quant_edges.py": "vllm",
 }
 # vllm_amx_fp8_w8a16.py checks a documented convention (W8A16 on AMX CPUs) still holds: its
 # 0 means "holds", 3 "changed"; it needs AMX tiles (4 elsewhere). So does

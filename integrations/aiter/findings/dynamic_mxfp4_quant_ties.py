@@ -1,6 +1,7 @@
-"""aiter dynamic_mxfp4_quant: FP4 element ties round away from zero, not to even (the
-kernel's stated intent, "rounding nearest with tie breaking up": the harness convention
-``fp4_ties_away``). Standalone: aiter's Triton modules, triton, torch.
+"""aiter dynamic_mxfp4_quant: FP4 element ties round away from zero, not to even. The kernel's
+comment says so ("rounding nearest with tie breaking up"), but aiter's tracker calls it a
+bug (ROCm/aiter#974, fixed on main by #975), so it is a finding, no longer a convention.
+Standalone: aiter's Triton modules, triton, torch.
 
 Run: TRITON_INTERPRET=1 python dynamic_mxfp4_quant_ties.py (or on a GPU without it).
 One block of 32 with amax 6 (scale 2^0 under every rule) holding every e2m1 tie.

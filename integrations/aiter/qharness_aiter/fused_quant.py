@@ -23,9 +23,10 @@ kernel reshapes its power-of-two row block into groups, so a group is 1x128 (any
 whole row where K is a power of two.
 
 MXFP4 (``_mxfp4_quant_op``, the function `dynamic_mxfp4_quant` also calls): the E8M0 scale
-by Quark's "even" rule, codes rounded half away from zero (convention ``fp4_ties_away``);
-it takes no scale rule, so it runs the ``even`` specs only, and shares the edge-block
-findings of `dynamic_mxfp4_quant` (integrations/aiter/findings/fused_flatten_mxfp4_quant_same_op.py
+by Quark's "even" rule, codes rounded half away from zero (an upstream-acknowledged bug,
+ROCm/aiter#974: a finding, `qharness_aiter.quantizer.TIES_AWAY`); it takes no scale rule,
+so it runs the ``even`` specs only, and shares the edge-block findings of
+`dynamic_mxfp4_quant` (integrations/aiter/findings/fused_flatten_mxfp4_quant_same_op.py
 shows the two give the same bytes there).
 """
 
@@ -50,6 +51,7 @@ from harness import (
 from qharness_aiter import ENGINE
 from qharness_aiter.interpreter import fp8_conversion_rounded_to_nearest_even
 from qharness_aiter.loader import AITER_FP8, aiter_triton, platform_support
+from qharness_aiter.quantizer import TIES_AWAY, even_tensor_case
 
 FP8_GROUP = 128  # the group size aiter's callers pass (DeepSeek-style 1x128 activations)
 # The harness's element-format name of each aiter FP8 dtype (the arch's flavour).
@@ -133,7 +135,7 @@ class FusedFlattenMXFP4Quantizer:
 
     name = "aiter_fused_flatten_mxfp4_quant"
     engine = ENGINE
-    conventions: frozenset[str] = frozenset({"fp4_ties_away"})
+    conventions: frozenset[str] = frozenset()
     known_findings: ClassVar[tuple[KnownFinding, ...]] = (
         KnownFinding(
             "aiter's _mxfp4_quant_op (fused_flatten_mxfp4_quant, as dynamic_mxfp4_quant) at "
@@ -152,6 +154,7 @@ class FusedFlattenMXFP4Quantizer:
             cases=frozenset({"mx_scale_points"}),
             when=lambda case: case.scale_mode == "even",
         ),
+        KnownFinding(TIES_AWAY, suites=frozenset({"quantizers"}), when=even_tensor_case),
     )
 
     def supports(self, spec: QuantSpec) -> Support:

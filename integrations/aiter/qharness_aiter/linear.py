@@ -35,6 +35,7 @@ from harness import (
     SCHEMES,
     WHOLE,
     DispatchTable,
+    FindingCase,
     Kernel,
     KnownFinding,
     LinearPathBase,
@@ -486,9 +487,10 @@ AiterGemmAFP4WFP4Tails = _path("gemm_afp4wfp4", True)
 AiterGemmA8WFP4 = _path("gemm_a8wfp4", False)
 AiterGemmA8WFP4Tails = _path("gemm_a8wfp4", True)
 # No known finding on the gemm_a8wfp4 paths: aiter's _get_config writes each K's split into
-# a dict shared by the M range (docs/ENGINE-FINDINGS.md, "gemm_a8wfp4's default config for a
-# shape depends on the shapes run before it"), but the suites' K (128, 256) all get
-# SPLITK_BLOCK_SIZE=256 in every M range, so no case shows it.
+# a dict shared by the M range and lru-caches it (docs/ENGINE-FINDINGS.md, "gemm_a8wfp4's
+# default config for a shape depends on the shapes run before it"), but the suites' K (128,
+# 256) all get SPLITK_BLOCK_SIZE=256 in every M range below 129 and no M above 128 runs, so
+# no case shows it.
 
 # docs/ENGINE-FINDINGS.md, "aiter: split-K pieces that are not whole BLOCK_SIZE_K blocks"
 AiterGemmA8W8PerTokenTails.known_findings = (
@@ -502,29 +504,45 @@ AiterGemmA8W8PerTokenTails.known_findings = (
     ),
 )
 
+# aiter's tuned BLOCK_SIZE_K on gfx950 for every suite shape (NUM_KSPLIT 1 after get_splitk
+# where K does not split): the scale loads over-read where it does not divide K rounded up
+# to 32 (afp4wfp4_scale_loads_scope.py derives and measures the rule).
+_TUNED_AFP4_BLOCK_K = 256
+
+
+def _afp4_scales_overread(block_k: int) -> Callable[[FindingCase], bool]:
+    def over(case: FindingCase) -> bool:
+        return case.problem is not None and -(-case.problem.k // 32) * 32 % block_k != 0
+
+    return over
+
+
 # docs/ENGINE-FINDINGS.md, "`gemm_afp4wfp4` loads its E8M0 scales past K"
 AiterGemmAFP4WFP4.known_findings = (
     KnownFinding(
-        "aiter gemm_afp4wfp4 loads its E8M0 scales without a K mask: aiter's tuned config for "
-        "this shape has BLOCK_SIZE_K=256 > K=128, so each row reads K/32 scale bytes past its "
-        "end, multiplied by masked-zero elements; a 0xFF byte there (NaN) makes the output "
-        "NaN (integrations/aiter/findings/afp4wfp4_scale_loads_unmasked.py)",
+        "aiter gemm_afp4wfp4 loads its E8M0 scales without a K mask: a row's scales are read "
+        "up to column cdiv(K, BLOCK_SIZE_K) * BLOCK_SIZE_K / 32, past its cdiv(K, 32) where "
+        "BLOCK_SIZE_K does not divide K rounded up to 32 (aiter's tuned BLOCK_SIZE_K=256: K=128 "
+        "reads 4 bytes past, K=176 2), multiplied by masked-zero elements; a 0xFF byte there "
+        "(NaN) makes the output NaN (integrations/aiter/findings/afp4wfp4_scale_loads_scope.py)",
         suites=frozenset({"linear"}),
-        when=lambda case: case.problem is not None and case.problem.k < 256,
+        when=_afp4_scales_overread(_TUNED_AFP4_BLOCK_K),
     ),
 )
 
-# Measured, cause not isolated (docs/ENGINE-FINDINGS.md, gemm_afp4wfp4 section): with the tail
-# config at K = 176 (a partial 32-element MX block), identical inputs give different outputs
-# from run to run (2 of 8 runs of the stage failed the bound on a bias-bf16 case), so the
-# kernel reads memory outside its operands there; no mechanism is claimed.
+# Measured (docs/ENGINE-FINDINGS.md, gemm_afp4wfp4 sections): with the tail config
+# (BLOCK_SIZE_K=128, NUM_KSPLIT=1) at K = 176, identical inputs give different outputs from
+# run to run (2 of 8 runs of the stage failed the bound on a bias-bf16 case). At that config
+# each row's scale loads reach 2 bytes past its 6 scale columns, the last row's past the
+# tensor's end: the likely mechanism, measured but not shown to be the variation's cause.
 AiterGemmAFP4WFP4Tails.known_findings = (
     KnownFinding(
-        "aiter gemm_afp4wfp4 with the tail config at K not a multiple of 32 (a partial MX "
-        "block): outputs vary between runs on identical inputs under Triton's interpreter, "
-        "so the kernel reads memory outside its operands; the mechanism is not isolated "
-        "and no further claim is made",
+        "aiter gemm_afp4wfp4 with the tail config (BLOCK_SIZE_K=128, NUM_KSPLIT=1) at K=176: "
+        "outputs vary between runs on identical inputs under Triton's interpreter; the "
+        "unmasked scale loads read 2 bytes past each row's 6 scale columns there, the last "
+        "row's past the tensor (integrations/aiter/findings/afp4wfp4_scale_loads_scope.py), "
+        "the likely cause, not shown to be the variation's",
         suites=frozenset({"linear"}),
-        when=lambda case: case.problem is not None and case.problem.k % 32 != 0,
+        when=_afp4_scales_overread(TAIL_CONFIGS["gemm_afp4wfp4"]["BLOCK_SIZE_K"]),
     ),
 )

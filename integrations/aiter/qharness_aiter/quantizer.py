@@ -3,10 +3,12 @@
 The Triton kernel computes each 1x32 block's E8M0 scale from amax by Quark's "even" rule
 (amax's float32 bits + 0x200000, exponent kept, minus 2: the harness's ``even`` mode) and the
 FP4 codes by integer arithmetic on float32 bits, rounding ties away from zero ("rounding
-nearest with tie breaking up", its own comment): the declared convention ``fp4_ties_away``,
-so the suites hold it bit for bit to the reference quantizer with that tie rule. This
-adapter converts the layout only: packed bytes (element 0 in the low nibble) unpacked to one
-code per byte, E8M0 codes decoded to float32 powers of two. It runs on a ROCm GPU or a
+nearest with tie breaking up", its own comment). That was once declared a convention; aiter's
+tracker calls it a bug (ROCm/aiter#974, fixed on main by #975), so it is a finding: the
+suites hold the kernel to round-to-nearest-even and the `even` cases that hold a tie xfail
+with its text (docs/CONVENTIONS.md). This adapter converts the layout only: packed bytes
+(element 0 in the low nibble) unpacked to one code per byte, E8M0 codes decoded to float32
+powers of two. It runs on a ROCm GPU or a
 simulated one (Triton's interpreter).
 
 ``scaling_mode`` names Quark's scale rules (``even``, ``floor``, ``ceil``); the wrapper
@@ -24,6 +26,7 @@ import torch
 
 from harness import (
     MX_BLOCK,
+    FindingCase,
     KnownFinding,
     QuantizedTensor,
     QuantSpec,
@@ -35,6 +38,22 @@ from harness import (
 from qharness_aiter import ENGINE
 from qharness_aiter.loader import AITER_ARCHS, aiter_triton
 
+# aiter's FP4 tie rule: a finding (upstream bug), shared with fused_quant's MXFP4 quantizer.
+TIES_AWAY = (
+    "aiter 0.1.7 _mxfp4_quant_op (dynamic_mxfp4_quant, fused_flatten_mxfp4_quant) rounds FP4 "
+    "ties away from zero (0.25 -> 0.5, 1.25 -> 1.5, 2.5 -> 3, 5 -> 6), not to nearest even: "
+    "an upstream-acknowledged bug (ROCm/aiter#974, fixed on main by #975; not in "
+    "0.1.7.post2.dev18) (integrations/aiter/findings/dynamic_mxfp4_quant_ties.py)"
+)
+
+
+def even_tensor_case(case: FindingCase) -> bool:
+    """A golden tensor (named by its role) or a designed one, under the even rule: the
+    cases whose values land on FP4 ties (the MX edge and scale-point blocks have findings
+    of their own, listed first)."""
+    return case.scale_mode == "even" and case.case in ("weight", "activation", "designed")
+
+
 # The scale rules `scaling_mode` refers to (Quark's `scale_calculation_mode`, which the
 # wrapper's docstring cites), by their harness E8M0 mode names (the same rules).
 QUARK_MODES: frozenset[str] = frozenset({"even", "floor", "ceil"})
@@ -43,7 +62,7 @@ QUARK_MODES: frozenset[str] = frozenset({"even", "floor", "ceil"})
 class DynamicMXFP4Quantizer:
     name = "aiter_dynamic_mxfp4_quant"
     engine = ENGINE
-    conventions: frozenset[str] = frozenset({"fp4_ties_away"})
+    conventions: frozenset[str] = frozenset()
     known_findings: ClassVar[tuple[KnownFinding, ...]] = (
         KnownFinding(
             "aiter dynamic_mxfp4_quant ignores its scaling_mode argument (Quark's 'floor' "
@@ -72,6 +91,7 @@ class DynamicMXFP4Quantizer:
             cases=frozenset({"mx_scale_points"}),
             when=lambda case: case.scale_mode == "even",
         ),
+        KnownFinding(TIES_AWAY, suites=frozenset({"quantizers"}), when=even_tensor_case),
     )
 
     def supports(self, spec: QuantSpec) -> Support:
