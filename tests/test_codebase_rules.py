@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,67 @@ def test_no_test_puts_a_fixed_time_limit_on_a_child() -> None:
 def test_the_time_limit_rule_finds_a_literal_limit() -> None:
     sample = "subprocess.run(cmd, timeout=600)\nchild.wait(timeout=HANG_GUARD_S)\n"
     assert literal_time_limits(sample, "s") == ["s:1: timeout=600"]
+
+
+# --- the real-bug corpus stays independent of what it measures ---------------------------
+
+ROOT = HARNESS.parent
+CORPUS = ROOT / "corpus"
+# what the corpus measures: the library, the suites, the adapters and the self-tests (but
+# the corpus runner's own, and this rule's)
+CORPUS_TOOLING = {
+    ROOT / "tests" / "reliability" / "test_corpus_runner.py",
+    Path(__file__).resolve(),
+}
+MEASURED = sorted(
+    p
+    for folder in ("harness", "suites", "integrations", "tests")
+    for p in (ROOT / folder).rglob("*")
+    if p.suffix in {".py", ".toml", ".json", ".md"}
+    and "findings" not in p.parts
+    and p.resolve() not in CORPUS_TOOLING
+)
+
+
+def corpus_names(corpus: Path) -> set[str]:
+    """Every entry's id and its upstream references (``owner/repo#N``)."""
+    names: set[str] = set()
+    for entry in sorted(corpus.glob("*/entry.toml")):
+        # top-level `key = "value"` lines (read without tomllib, which Python 3.10 lacks)
+        found = re.findall(r'^(id|upstream|fix)\s*=\s*"([^"]*)"', entry.read_text(), re.M)
+        names |= {value for _, value in found} - {""}
+    return names
+
+
+def corpus_violations(sources: list[Path], names: set[str]) -> list[str]:
+    """Sources that read corpus/ or name an entry (its id or upstream reference)."""
+    found = []
+    for path in sources:
+        text = path.read_text(errors="replace")
+        if re.search(r"""["'/]corpus\b|\bcorpus/""", text):
+            found.append(f"{path}: reads corpus/")
+        found += [f"{path}: names {name!r}" for name in sorted(names) if name in text]
+    return found
+
+
+def test_nothing_measured_reads_or_names_the_corpus() -> None:
+    """A miss is closed by a class of input or check, never by a case shaped after an
+    entry: the harness, suites and adapters neither read corpus/ nor name its entries."""
+    assert MEASURED
+    assert corpus_violations(MEASURED, corpus_names(CORPUS)) == []
+
+
+def test_the_corpus_rule_finds_a_reader_and_a_named_entry(tmp_path: Path) -> None:
+    entry = tmp_path / "corpus" / "vllm-some-bug"
+    entry.mkdir(parents=True)
+    (entry / "entry.toml").write_text(
+        'id = "vllm-some-bug"\nupstream = "vllm-project/vllm#1"\nfix = ""\n'
+    )
+    reader = tmp_path / "reader.py"
+    reader.write_text('ENTRIES = Path("corpus") / "x"\n')
+    named = tmp_path / "named.py"
+    named.write_text("def test_vllm_some_bug_case():  # vllm-some-bug\n    pass\n")
+    clean = tmp_path / "clean.py"
+    clean.write_text("def test_scale():\n    pass\n")
+    found = corpus_violations([reader, named, clean], corpus_names(tmp_path / "corpus"))
+    assert found == [f"{reader}: reads corpus/", f"{named}: names 'vllm-some-bug'"]
