@@ -417,28 +417,47 @@ class RunResult:
     reached: bool = False
     note: str = ""
     log: str = ""  # pytest's output (a shared control run's is under the first entry's logs)
+    xfailed: list[str] = field(default_factory=list)
+    passed: set[str] = field(default_factory=set, repr=False)  # not written to results
 
 
-def junit_outcome(path: Path) -> tuple[list[str], dict[str, int]]:
-    """Failing test ids with the first line of their message, and the counts, from junit."""
+@dataclass
+class JunitOutcome:
+    """One run's tests by outcome, ids as ``classname::name`` (failures with the first line
+    of their message)."""
+
+    failed: list[str] = field(default_factory=list)
+    xfailed: list[str] = field(default_factory=list)
+    passed: set[str] = field(default_factory=set)
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def junit_outcome(path: Path) -> JunitOutcome:
+    """What a run's junit file says (pytest writes xfails as skips of type pytest.xfail,
+    a strict xpass as a failure whose message starts with [XPASS(strict)])."""
+    out = JunitOutcome(counts={"tests": 0, "failed": 0, "skipped": 0, "xfailed": 0})
     if not path.is_file():
-        return [], {}
-    failed: list[str] = []
-    counts = {"tests": 0, "failed": 0, "skipped": 0}
+        return out
     for case in ET.parse(path).getroot().iter("testcase"):
-        counts["tests"] += 1
+        out.counts["tests"] += 1
+        ident = f"{case.get('classname', '')}::{case.get('name')}"
         bad = case.find("failure")
         if bad is None:
             bad = case.find("error")
+        skipped = case.find("skipped")
         if bad is not None:
-            counts["failed"] += 1
-            module = case.get("classname", "")
+            out.counts["failed"] += 1
             message = (bad.get("message") or "").strip().splitlines()
             first = message[0][:200] if message else ""
-            failed.append(f"{module}::{case.get('name')}" + (f": {first}" if first else ""))
-        elif case.find("skipped") is not None:
-            counts["skipped"] += 1
-    return failed, counts
+            out.failed.append(ident + (f": {first}" if first else ""))
+        elif skipped is not None and skipped.get("type") == "pytest.xfail":
+            out.counts["xfailed"] += 1
+            out.xfailed.append(ident)
+        elif skipped is not None:
+            out.counts["skipped"] += 1
+        else:
+            out.passed.add(ident)
+    return out
 
 
 _CHILDREN: set[subprocess.Popen[bytes]] = set()
@@ -465,7 +484,7 @@ def run_pytest(
     keyword = " and ".join(f"({k})" for k in (stage.keyword, entry.text("keyword")) if k)
     junit = logs / f"{label}.xml"
     cmd = [str(python), "-c", DIE_WITH_PARENT, str(python), "-m", "pytest"]
-    cmd += ["-p", "no:cacheprovider", "-q", "-W", "ignore"]
+    cmd += ["-p", "no:cacheprovider", "-q", "-W", "ignore", "-rfExX"]
     cmd += ["-n", "0"] if "xdist" in stage_plugins(python) else []
     cmd += [*(("-k", keyword) if keyword else ()), f"--junitxml={junit}", *files]
     adapter = ROOT / stage.adapter
@@ -506,16 +525,18 @@ def run_pytest(
             note = f"ran past {limit_s:.0f} s and was stopped"
         finally:
             _CHILDREN.discard(child)
-    failed, counts = junit_outcome(junit)
+    outcome = junit_outcome(junit)
     return RunResult(
         label=label,
         status=status,
         seconds=round(time.monotonic() - start, 1),
-        failed=failed,
-        counts=counts,
+        failed=outcome.failed,
+        counts=outcome.counts,
         reached=reached(overlay),
         note=note,
         log=str(log),
+        xfailed=outcome.xfailed,
+        passed=outcome.passed,
     )
 
 
@@ -575,22 +596,46 @@ def scratch_slot(scratch: Path, slot: int) -> Iterator[Path]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def judge(fault_runs: list[RunResult], control_runs: list[RunResult]) -> tuple[str, str]:
-    """caught / missed / broken from the fault's and the control's runs."""
+XPASS_STRICT = "[XPASS(strict)]"
+
+
+def real_failures(run: RunResult) -> list[str]:
+    """A run's failing checks, less strict xpasses (a known finding that stopped showing)."""
+    return [f for f in run.failed if XPASS_STRICT not in f]
+
+
+def judge(fault_runs: list[RunResult], control_runs: list[RunResult]) -> tuple[str, str, list[str]]:
+    """caught / missed / broken, why, and the catching checks, from the two sides' runs.
+
+    A check that fails with the fault (not an xfail) catches it. So does a **known
+    finding**: a test that xfails on the fault (the harness already names this bug) and
+    passes on the control (the forward-ported fix), strict or not."""
     for run in control_runs:
-        if run.note or run.status != 0:
+        if run.note or run.status not in (0, 1) or real_failures(run):
             why = run.note or f"pytest exit {run.status}"
-            return "broken", f"control {run.label} did not pass ({why})"
+            return "broken", f"control {run.label} did not pass ({why})", []
+        if run.status == 1 and not run.failed:
+            return "broken", f"control {run.label}: pytest exit 1 without a failing test", []
     for run in fault_runs:
         if run.note:
-            return "broken", f"fault {run.label} {run.note}"
+            return "broken", f"fault {run.label} {run.note}", []
         if run.status not in (0, 1):
-            return "broken", f"fault {run.label}: pytest exit {run.status}"
-    if any(run.status == 1 for run in fault_runs):
-        return "caught", ""
+            return "broken", f"fault {run.label}: pytest exit {run.status}", []
+    caught = sorted({f for run in fault_runs for f in real_failures(run)})
+    if caught:
+        return "caught", "", caught
+    cleared = {t for run in control_runs for t in run.passed}
+    cleared |= {f.split(": ")[0] for run in control_runs for f in run.failed if XPASS_STRICT in f}
+    known = sorted({t for run in fault_runs for t in run.xfailed} & cleared)
+    if known:
+        return (
+            "caught",
+            "a known finding names it: xfail with the fault, passes with the fix",
+            [f"{t}: known finding (xfail), cleared by the control" for t in known],
+        )
     if not any(run.reached for run in fault_runs):
-        return "missed", "the selection never imported the faulty code"
-    return "missed", "every check passed with the fault"
+        return "missed", "the selection never imported the faulty code", []
+    return "missed", "every check passed with the fault", []
 
 
 def run_entry(
@@ -652,9 +697,7 @@ def run_entry(
                 run.reached = True  # a present bug is the installed code: always reached
             sides[side].append(run)
     result.runs = sides["fault"] + sides["control"]
-    result.outcome, result.reason = judge(sides["fault"], sides["control"])
-    if result.outcome == "caught":
-        result.catching = sorted({f for run in sides["fault"] for f in run.failed})
+    result.outcome, result.reason, result.catching = judge(sides["fault"], sides["control"])
     result.seconds = round(time.monotonic() - start, 1)
     return result
 
@@ -725,7 +768,7 @@ def command_run(args: argparse.Namespace, stages: dict[str, Stage]) -> int:
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "seconds": round(time.time() - started, 1),
         "commit": git_commit(),
-        "entries": [asdict(r) for r in results],
+        "entries": [written(r) for r in results],
     }
     (args.out / "results.json").write_text(json.dumps(payload, indent=1) + "\n")
     tally = {k: sum(r.outcome == k for r in results) for k in OUTCOMES}
@@ -737,6 +780,14 @@ def command_run(args: argparse.Namespace, stages: dict[str, Stage]) -> int:
 
 
 OUTCOMES = ("caught", "missed", "broken", "not-runnable")
+
+
+def written(result: EntryResult) -> dict[str, object]:
+    """An entry's result as results.json holds it (no per-test pass lists)."""
+    data = asdict(result)
+    for run in data["runs"]:
+        run.pop("passed", None)
+    return data
 
 
 def git_commit() -> str:

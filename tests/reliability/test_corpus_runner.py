@@ -35,11 +35,21 @@ def third(x):
 
 def unused(x):
     return x
+
+
+def half(x):
+    return x / 4  # a bug the checks already know (a strict xfail)
 """
 
 CHECKS = '''\
 import os, time
+import pytest
 import standin_pkg
+
+
+@pytest.mark.xfail(strict=True, reason="a known finding: half divides by 4")
+def test_known_half():
+    assert standin_pkg.half(4) == 2
 
 
 def test_scale():
@@ -142,6 +152,16 @@ def standin(tmp_path: Path) -> dict[str, Path]:
     )
     add_entry(
         corpus,
+        "standin-known",
+        "present",
+        "known_half",
+        control_patch=diff(
+            "    return x / 4  # a bug the checks already know (a strict xfail)",
+            "    return x / 2",
+        ),
+    )
+    add_entry(
+        corpus,
         "standin-monkeypatch",
         "port",
         "scale",
@@ -195,6 +215,7 @@ def test_outcomes_are_told_apart_and_the_venv_is_untouched(standin: dict[str, Pa
         "standin-broken",
         "standin-present",
         "standin-monkeypatch",
+        "standin-known",
     ]
     done = subprocess.run(
         runner(standin, "run", *ids, "--out", str(out)),
@@ -211,7 +232,11 @@ def test_outcomes_are_told_apart_and_the_venv_is_untouched(standin: dict[str, Pa
         "standin-broken": "broken",
         "standin-present": "caught",
         "standin-monkeypatch": "caught",
+        "standin-known": "caught",
     }
+    assert results["standin-known"]["catching"] == [
+        "test_standin::test_known_half: known finding (xfail), cleared by the control"
+    ]
     assert [c.split(": ")[0] for c in results["standin-caught"]["catching"]] == [
         "test_standin::test_scale"
     ]
