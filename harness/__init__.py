@@ -139,6 +139,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "combine",
     ),
     "harness.moe.paths.fused": ("FusedMoEPathBase",),
+    "harness.moe.paths.router": ("RouterMoEPathBase",),
     # routing a path does itself (docs/MOE.md)
     "harness.moe.routing": (
         "RoutingSpec",
@@ -251,6 +252,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
         routes_itself,
     )
     from harness.moe.paths.fused import FusedMoEPathBase
+    from harness.moe.paths.router import RouterMoEPathBase
     from harness.moe.routing import (
         SCORING_FUNCTIONS,
         TIE_BREAKS,

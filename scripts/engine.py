@@ -83,6 +83,7 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
             "suites/test_linear.py",
             "suites/test_special_values.py",
             "suites/test_float32_activations.py",
+            "suites/test_moe_routing.py",
             "integrations/vllm/tests",
         ),
         "vllm",
@@ -91,7 +92,8 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
     # the stage to the Triton paths (the interpreter is slow). MoE: unnormalized routing
     # only (renormalizing changes the routing weights alone, which the harness's combine
     # applies); every token count (t1 takes vLLM's naive block assignment, t7 and t64 the
-    # aligned one), both configs, both expert configs, the long-hidden cases. The loading
+    # aligned one), both configs, both expert configs, the long-hidden cases, the expert-bias
+    # cases (B_bias, tuned config only). The loading
     # suite: checkpoints loaded by the harness's loaders for either e4m3 flavour, through the
     # Triton GEMMs (a layer of the other flavour is refused, not reinterpreted).
     "vllm-triton": (
@@ -105,7 +107,8 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
             "integrations/vllm/tests/test_vllm_triton.py",
             "integrations/vllm/tests/test_vllm_triton_moe.py",
         ),
-        "vllm_triton and not (fused_moe and renorm and not norenorm)",
+        "vllm_triton and not (fused_moe and renorm and not norenorm)"
+        " and not (expert_bias and small_blocks)",
     ),
     "models": (
         "integrations/vllm",
@@ -129,12 +132,14 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
             "suites/test_loading.py",
             "suites/test_platform.py",
             "suites/test_moe.py",
+            "suites/test_moe_routing.py",
             "suites/test_special_values.py",
             "tests/platform/test_simulate.py",
             "tests/platform/test_triton_interpreter.py",
             "integrations/aiter/tests/test_aiter_tables.py",
             "integrations/aiter/tests/test_aiter_interpreter.py",
             "integrations/aiter/tests/test_aiter_fp4_ties.py",
+            "integrations/aiter/tests/test_aiter_router.py",
         ),
         # The interpreter is slow: aiter's tuned configs on every scheme and shape (fp16
         # outputs without bias), the tail configs on the shapes with K or N tails (37x16x128,

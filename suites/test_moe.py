@@ -15,6 +15,7 @@ import torch
 from harness.core.compare import bit_mismatches, sqnr_db
 from harness.core.quantize import calibrate_input_scale
 from harness.core.schemes import get_scheme
+from harness.moe.bias_cases import ExpertBiasCase, biased_case, expert_bias_cases
 from harness.moe.cases import (
     EXPERT_CONFIGS,
     MOE_HIDDEN,
@@ -258,6 +259,26 @@ def test_moe_long_k(
     loaded = long_k_case(case.scheme)
     _block_checks(
         case.path, loaded, LONG_TOP_K, False, case.hidden, qh_platform, record_result, record_checks
+    )
+
+
+@pytest.mark.parametrize("case", list(expert_bias_cases()), ids=lambda c: c.id)
+def test_moe_expert_bias(
+    case: ExpertBiasCase,
+    golden_store: GoldenStore,
+    qh_platform: PlatformInfo,
+    record_result: RecordResult,
+    record_checks: RecordChecks,
+) -> None:
+    """A per-expert bias on both GEMMs (`harness.moe.bias_cases`): the same checks, against
+    the float64 reference with the biases added once, after dequantization."""
+    scheme = get_scheme(case.scheme)
+    support = get_moe_path(case.path).supports(scheme, case.problem, qh_platform)
+    if not support.ok:
+        pytest.skip(support.reason)
+    loaded = biased_case(load_golden(golden_store, case.golden_entry), case)
+    _block_checks(
+        case.path, loaded, case.top_k, False, MOE_HIDDEN, qh_platform, record_result, record_checks
     )
 
 

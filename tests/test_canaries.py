@@ -21,7 +21,8 @@ from harness.loading.cases import golden_entry as loading_entry
 from harness.moe.cases import MoECase, load_moe_case
 from harness.moe.cases import golden_entry as moe_entry
 from harness.moe.model import route
-from harness.moe.routing_cases import ROUTING_SPECS, RoutingCase, routing_inputs, routing_logits
+from harness.moe.routing_cases import ROUTING_SPECS, RoutingCase, routing_inputs
+from harness.moe.routing_designs import DESIGN, design_specs
 from harness.platform.info import detect
 from tests.canaries.catalog import CANARIES, CONTROLS, GROUPS, Canary
 from tests.canaries.mutants import MUTANTS
@@ -107,23 +108,32 @@ def _routers() -> list[Canary]:
 
 @pytest.mark.parametrize("canary", _routers(), ids=lambda c: c.name)
 def test_router_canary_routes_plausibly_and_differs(canary: Canary, golden_store: Any) -> None:
-    """A router canary routes itself to finite, positive weights and a finite, non-zero
-    block, and differs from its control's routing on at least one spec."""
+    """A router canary routes itself to finite weights (positive where no correction bias
+    can enter them) and a finite, non-zero block, and differs from its control's routing on
+    at least one spec (plain top-k, or the engines' rules of the near-tie design)."""
     scheme = canary.select[0].schemes[0]
     data = golden_store.load(moe_entry(scheme))
     bad, good = _target(canary.target), _target(CONTROLS[canary.control][1])
     differs = False
-    for scoring, renormalize in ROUTING_SPECS:
-        case = RoutingCase(scheme, canary.name, 8, 2, scoring, renormalize)
+    cases = [RoutingCase(scheme, canary.name, 8, 2, s, r) for s, r in ROUTING_SPECS]
+    cases += [
+        RoutingCase(
+            scheme, canary.name, 16, 4, spec.scoring, spec.renormalize, design=DESIGN, rule=spec
+        )
+        for spec in design_specs(16, 4)
+    ]
+    for case in cases:
         layer, x = routing_inputs(data, case)
-        logits = routing_logits()[:, :8]
+        logits = case.logits
         got = bad.route_and_forward(layer, x, logits, case.spec, detect())
         want = good.route_and_forward(layer, x, logits, case.spec, detect())
         assert bool(torch.isfinite(got.out).all())
         assert bool((got.out != 0).any())
         assert got.routing is not None
         assert want.routing is not None
-        assert bool((got.routing.weights > 0).all())
+        assert bool(torch.isfinite(got.routing.weights).all())
+        if case.spec.correction_bias is None:
+            assert bool((got.routing.weights > 0).all())
         differs |= not torch.equal(got.routing.ids, want.routing.ids)
         differs |= not torch.equal(got.routing.weights, want.routing.weights)
     assert differs

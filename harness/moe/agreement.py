@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from harness.core.checks import Offender, first_offender
-from harness.moe.bounds import row_products
+from harness.moe.bounds import bias_terms, row_products
 from harness.paths.base import Numerics
 from harness.paths.bounds import GemmInterval, gemm_interval, operands_as_multiplied
 
@@ -33,15 +33,16 @@ def grouped_gemm_interval(
     row_experts: torch.Tensor,
     numerics: Numerics,
     also: tuple[Numerics, ...] = (),
+    bias: torch.Tensor | None = None,
 ) -> GemmInterval:
     """Interval of a_r @ W_e^T as ``numerics`` computes and rounds it (the one GEMM bound,
     `harness.paths.bounds`): K float32 roundings per term, no bias, a float64 sum of K
     terms for the center. The radius is the largest of ``numerics`` and ``also`` (so a
     second path multiplying the same operands is inside it too)."""
     exact, abs_product = row_products(
-        operands_as_multiplied(a, numerics), operands_as_multiplied(w, numerics), row_experts
+        operands_as_multiplied(a, numerics), operands_as_multiplied(w, numerics), row_experts, bias
     )
-    k = int(a.shape[1])
+    k = int(a.shape[1]) + bias_terms(bias)  # a bias: one more term, one more rounding
     return gemm_interval(exact, abs_product, numerics, k, k, also)
 
 
@@ -86,12 +87,13 @@ def gemm_agreement(
     row_experts: torch.Tensor,
     numerics: Numerics,
     reference: tuple[torch.Tensor, torch.Tensor, Numerics] | None = None,
+    bias: torch.Tensor | None = None,
 ) -> GemmAgreement:
     """Check output ``y`` of a_r @ W_e^T under ``numerics``; with ``reference`` = (its output,
     its left operand, its numerics), also bit-for-bit agreement where determined and the
     reference's rounded values inside the interval, on rows with identical operands."""
     also = () if reference is None else (reference[2],)
-    interval = grouped_gemm_interval(a, w, row_experts, numerics, also)
+    interval = grouped_gemm_interval(a, w, row_experts, numerics, also, bias)
     bounds = (interval.lo, interval.hi)
     outside = ~interval.contains(y)
     outside_own = int(outside.sum())

@@ -64,15 +64,26 @@ def combine_error(y_abs: torch.Tensor, err_y: torch.Tensor, weights: torch.Tenso
 
 
 def row_products(
-    a: torch.Tensor, w: torch.Tensor, row_experts: torch.Tensor
+    a: torch.Tensor,
+    w: torch.Tensor,
+    row_experts: torch.Tensor,
+    bias: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Float64 (a @ W_e^T, |a| @ |W_e|^T) for rows a [M, K] and expert weights w [E, N, K]."""
+    """Float64 (a @ W_e^T + b_e, |a| @ |W_e|^T + |b_e|) for rows a [M, K], expert weights
+    w [E, N, K] and the experts' biases b [E, N] (None: none)."""
     we = w.double()[row_experts]
     a64 = a.double()
-    return (
-        torch.einsum("rk,rnk->rn", a64, we),
-        torch.einsum("rk,rnk->rn", a64.abs(), we.abs()),
-    )
+    exact = torch.einsum("rk,rnk->rn", a64, we)
+    spread = torch.einsum("rk,rnk->rn", a64.abs(), we.abs())
+    if bias is not None:
+        b = bias.double().cpu()[row_experts.cpu()]
+        exact, spread = exact + b, spread + b.abs()
+    return exact, spread
+
+
+def bias_terms(bias: torch.Tensor | None) -> int:
+    """Float32 roundings a bias adds to a GEMM's sum: one addition, or none."""
+    return 0 if bias is None else 1
 
 
 def intermediate_delta(
@@ -99,8 +110,9 @@ def intermediate_bound(
     """
     a1 = quantize_operand(x.cpu(), layer.scheme.activation, _cpu(layer.a1_scale)).values
     rows, experts = routing.row_tokens().cpu(), routing.row_experts().cpu()
-    exact, abs_product = row_products(a1[rows], layer.w13.to("cpu").dequantize(), experts)
-    err = gemm_error(abs_product, exact.abs(), layer.hidden, numerics)
+    b13 = _cpu(layer.b13)
+    exact, abs_product = row_products(a1[rows], layer.w13.to("cpu").dequantize(), experts, b13)
+    err = gemm_error(abs_product, exact.abs(), layer.hidden + bias_terms(b13), numerics)
     g, u = exact.chunk(2, dim=-1)
     err_g, err_u = err.chunk(2, dim=-1)
     return silu_and_mul_error(g, u, err_g, err_u, numerics)
@@ -111,8 +123,9 @@ def output_bound(
 ) -> torch.Tensor:
     """Bound [T, H] on a path's output vs the float64 output from the same intermediate a2."""
     experts = routing.row_experts().cpu()
-    exact, abs_product = row_products(a2.cpu(), layer.w2.to("cpu").dequantize(), experts)
-    err = gemm_error(abs_product, exact.abs(), layer.intermediate, numerics)
+    b2 = _cpu(layer.b2)
+    exact, abs_product = row_products(a2.cpu(), layer.w2.to("cpu").dequantize(), experts, b2)
+    err = gemm_error(abs_product, exact.abs(), layer.intermediate + bias_terms(b2), numerics)
     return combine_error(exact.abs(), err, routing.weights.cpu())
 
 

@@ -193,6 +193,10 @@ def _gemm_check(name: str, path: str, found: GemmAgreement) -> CheckResult:
     return failed(name, f"{gemm} of {path}: {found.describe()}", found.offender, **metrics)
 
 
+def _on_cpu(t: torch.Tensor | None) -> torch.Tensor | None:
+    return None if t is None else t.cpu()
+
+
 def gemm_checks(
     path: str,
     trace: MoETrace,
@@ -213,6 +217,7 @@ def gemm_checks(
         ("gemm1_agreement", trace.gate_up, a1, None if ref is None else ref.gate_up, a1, w13),
         ("gemm2_agreement", trace.y, own_a2, None if ref is None else ref.y, ref_a2, w2),
     )
+    biases = {"gemm1_agreement": layer.b13, "gemm2_agreement": layer.b2}
     results = []
     for name, y, a, ref_y, ref_a, w in gemms:
         if y is None or (reference is not None and ref_y is None):
@@ -239,7 +244,10 @@ def gemm_checks(
         against = None
         if reference is not None and ref_y is not None:
             against = (ref_y.cpu(), ref_a, reference.numerics)
-        found = gemm_agreement(y.cpu(), a, w, routing.row_experts(), numerics, against)
+        bias = biases[name]
+        found = gemm_agreement(
+            y.cpu(), a, w, routing.row_experts(), numerics, against, _on_cpu(bias)
+        )
         results.append(_gemm_check(name, path, found))
     return results
 
@@ -260,7 +268,7 @@ def moe_block_checks(
     act_bound = act_bound + U32 * loaded.act_ref.double().abs()
     own_a2 = intermediate_values(trace)
     out_bound = output_bound(layer, own_a2, routing, numerics)
-    own_ref = down_and_combine_f64(own_a2, layer.w2.dequantize(), routing)
+    own_ref = down_and_combine_f64(own_a2, layer.w2.dequantize(), routing, _on_cpu(layer.b2))
     return [
         check_finite("output_finite", out, "outputs"),
         check_finite("intermediate_finite", act, "intermediate values"),

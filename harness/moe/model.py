@@ -142,6 +142,14 @@ class MoELayer:
     w2: QuantizedExperts  # [E, H, I]
     a1_scale: torch.Tensor | None  # static input scale (tile grid) when the scheme has one
     a2_scale: torch.Tensor | None  # static intermediate scale, likewise
+    # Per-expert biases of the two GEMMs (float32 [E, 2I] and [E, H], or None): added once,
+    # to the dequantized product, before the GEMM's output rounding (vLLM's fused_moe).
+    b13: torch.Tensor | None = None
+    b2: torch.Tensor | None = None
+
+    @property
+    def has_bias(self) -> bool:
+        return self.b13 is not None or self.b2 is not None
 
     @property
     def num_experts(self) -> int:
@@ -165,6 +173,8 @@ class MoELayer:
             self.w2.to(device),
             move(self.a1_scale),
             move(self.a2_scale),
+            move(self.b13),
+            move(self.b2),
         )
 
 
@@ -295,16 +305,25 @@ def _check_fits(layer: MoELayer, x: torch.Tensor, routing: Routing) -> None:
         )
 
 
+def add_expert_bias(
+    y: torch.Tensor, bias: torch.Tensor | None, row_experts: torch.Tensor
+) -> torch.Tensor:
+    """A float32 GEMM output plus its rows' expert bias (one float32 addition), or as is."""
+    return y if bias is None else y.float() + bias.float()[row_experts]
+
+
 def run_moe(layer: MoELayer, x: torch.Tensor, routing: Routing, gemm: GroupedGemm) -> MoETrace:
-    """The MoE block with ``gemm`` as its grouped GEMM; everything else is the reference."""
+    """The MoE block with ``gemm`` as its grouped GEMM; everything else is the reference.
+    Expert biases are added to the GEMM's float32 output (for a float32-output GEMM that is
+    the bias added to its float32 sum, one rounding; others refuse biased layers)."""
     _check_fits(layer, x, routing)
     spec = layer.scheme.activation
     experts = routing.row_experts()
     a1 = gather_rows(quantize_operand(x, spec, layer.a1_scale), routing.row_tokens())
-    gate_up = gemm(a1, experts, layer.w13)
+    gate_up = add_expert_bias(gemm(a1, experts, layer.w13), layer.b13, experts)
     act = silu_and_mul(gate_up)
     a2 = quantize_operand(act, spec, layer.a2_scale)
-    y = gemm(a2, experts, layer.w2)
+    y = add_expert_bias(gemm(a2, experts, layer.w2), layer.b2, experts)
     return MoETrace(
         out=combine(y, routing), act=act, act_q=a2.quantized, gate_up=gate_up.float(), y=y.float()
     )
@@ -330,6 +349,8 @@ def run_fused_moe(
     _check_fits(layer, x, routing)
     spec = layer.scheme.activation
     a1 = quantize_operand(x, spec, layer.a1_scale)
+    if layer.has_bias:
+        raise ValueError("run_fused_moe: a fused kernel adds expert biases itself")
     gate_up = gemm(a1.quantized, layer.w13, routing.ids.shape[1])
     act = silu_and_mul(gate_up)
     a2 = quantize_operand(act, spec, layer.a2_scale)
@@ -348,10 +369,15 @@ class ReferenceMoE:
     out: torch.Tensor  # float64 [T, H], from act_q (or act when unquantized)
 
 
-def down_and_combine_f64(a2: torch.Tensor, w2: torch.Tensor, routing: Routing) -> torch.Tensor:
-    """Float64 second GEMM and combine from intermediate values ``a2`` [T*k, I]."""
+def down_and_combine_f64(
+    a2: torch.Tensor, w2: torch.Tensor, routing: Routing, bias: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Float64 second GEMM (plus the expert bias, if any) and combine from intermediate
+    values ``a2`` [T*k, I]."""
     w = w2.double()[routing.row_experts()]  # [T*k, H, I]
     y = torch.einsum("ri,rhi->rh", a2.double(), w)
+    if bias is not None:
+        y = y + bias.double().to(y.device)[routing.row_experts()]
     t, k = routing.ids.shape
     return (y.reshape(t, k, -1) * routing.weights.double()[:, :, None]).sum(dim=1)
 
@@ -364,6 +390,8 @@ def reference_intermediate(
     a1 = quantize_operand(x, layer.scheme.activation, layer.a1_scale).values.double()[rows]
     w13 = layer.w13.dequantize().double()[routing.row_experts()]
     gate_up = torch.einsum("rk,rnk->rn", a1, w13)
+    if layer.b13 is not None:
+        gate_up = gate_up + layer.b13.double().to(gate_up.device)[routing.row_experts()]
     g, u = gate_up.chunk(2, dim=-1)
     return gate_up, g * torch.sigmoid(g) * u
 
@@ -379,5 +407,5 @@ def reference_moe(layer: MoELayer, x: torch.Tensor, routing: Routing) -> Referen
     gate_up, act = reference_intermediate(layer, x, routing)
     a2 = quantize_operand(act.float(), spec, layer.a2_scale)
     a2_values = act if a2.quantized is None else a2.values.double()
-    out = down_and_combine_f64(a2_values, layer.w2.dequantize(), routing)
+    out = down_and_combine_f64(a2_values, layer.w2.dequantize(), routing, layer.b2)
     return ReferenceMoE(gate_up=gate_up, act=act, act_q=a2.quantized, out=out)

@@ -20,6 +20,11 @@ Planted rows (first 8 experts for the 8-expert config, all 16 for the 16-expert 
 * `SPLIT_TIE_TOKEN`: expert 0 first, then 2, 5 (within the first 8) and 10, 12 tied:
   top-2 [0, 2], top-4 [0, 2, 5, 10];
 * the other tokens are seeded, with the grid's own incidental ties.
+
+The routing engines ship (grouped top-k, a correction bias, routed scaling, sigmoid top-1)
+runs on its own logits with planted near-ties (`harness.moe.routing_designs`), as cases
+with ``design = "near_ties"`` (one scheme: routing is scheme-independent): ids end in
+``-near_ties``, the spec's id names its groups, bias and scaling.
 """
 
 from __future__ import annotations
@@ -41,16 +46,15 @@ from harness.moe.cases import (
 )
 from harness.moe.model import MoELayer, Routing, reference_moe
 from harness.moe.paths import MoEProblem, moe_paths, routes_itself
-from harness.moe.routing import SCORING_FUNCTIONS, RoutingSpec
+from harness.moe.routing import ROUTING_SCHEMES, SCORING_FUNCTIONS, RoutingSpec
+from harness.moe.routing_designs import DESIGN, DESIGN_CONFIGS, design_logits, design_specs
 from harness.paths.case import Case
 from harness.store.golden_registry import GoldenData
 
-# Routing is scheme-independent; two schemes (a static FP8 and an MX one) check that the
-# block under a path's own routing is still the quantized block.
-ROUTING_SCHEMES: tuple[str, ...] = ("fp8_per_tensor", "w_mxfp4_a_mxfp4")
 ROUTING_TOKENS = 16
 LOGIT_STEP = 1.0 / 16
 LOGIT_LIMIT = 8.0
+DESIGN_SCHEMES: tuple[str, ...] = ("fp8_per_tensor",)  # the near-tie design's scheme
 ROUTING_SPECS: tuple[tuple[str, bool], ...] = tuple(
     (scoring, renormalize) for scoring in SCORING_FUNCTIONS for renormalize in (False, True)
 )
@@ -66,8 +70,9 @@ class RoutingCase(Case):
     """One self-routing block: a scheme's layer, a path, tokens, (experts, top-k), a spec."""
 
     SUITE = "moe"
-    ID = ("scheme", "path", "tokens_id", "config", "spec_id")
-    RECORD = (*MoECase.RECORD, "scoring", "routing")
+    FINDING_SUITE = "moe_routing"
+    ID = ("scheme", "path", "tokens_id", "config", "spec_id", "design")
+    RECORD = (*MoECase.RECORD, "scoring", "routing", "routing_spec=spec_id")
     GOLDEN = MoECase.GOLDEN
     routing = "self"
 
@@ -78,10 +83,26 @@ class RoutingCase(Case):
     scoring: str
     renormalize: bool
     tokens: int = ROUTING_TOKENS
+    design: str = ""  # "": the planted-tie logits; DESIGN: the engines' routing, near-ties
+    rule: RoutingSpec | None = None  # the spec, where it is more than (top-k, renorm, scoring)
 
     @property
     def spec(self) -> RoutingSpec:
+        if self.rule is not None:
+            return self.rule
         return RoutingSpec(self.top_k, self.renormalize, self.scoring)
+
+    @property
+    def finding_case_name(self) -> str:
+        """What findings match: the config, the spec's id and the design
+        (``e16k4-sigmoid-renorm-g4k2-bias-x2.5-near_ties``)."""
+        return "-".join(p for p in (self.config, self.spec_id, self.design) if p)
+
+    @property
+    def logits(self) -> torch.Tensor:
+        """The router logits of this case: [tokens, experts] float32."""
+        full = design_logits() if self.design == DESIGN else routing_logits()
+        return full[: self.tokens, : self.experts]
 
     @property
     def spec_id(self) -> str:
@@ -120,6 +141,27 @@ def routing_cases() -> Iterator[RoutingCase]:
             for experts, top_k in EXPERT_CONFIGS:
                 for scoring, renormalize in ROUTING_SPECS:
                     yield RoutingCase(scheme, name, experts, top_k, scoring, renormalize)
+    yield from design_cases()
+
+
+def design_cases() -> Iterator[RoutingCase]:
+    """The engines' routing rules on the near-tie logits (`harness.moe.routing_designs`)."""
+    for scheme in DESIGN_SCHEMES:
+        for name, path in moe_paths().items():
+            if not routes_itself(path):
+                continue
+            for experts, top_k in DESIGN_CONFIGS:
+                for spec in design_specs(experts, top_k):
+                    yield RoutingCase(
+                        scheme,
+                        name,
+                        experts,
+                        top_k,
+                        spec.scoring,
+                        spec.renormalize,
+                        design=DESIGN,
+                        rule=spec,
+                    )
 
 
 def routing_logits() -> torch.Tensor:
@@ -148,8 +190,10 @@ def _routing_logits() -> torch.Tensor:
 
 
 def routing_inputs(data: GoldenData, case: RoutingCase) -> tuple[MoELayer, torch.Tensor]:
-    """The golden ``moe/<scheme>`` layer for (experts, top-k) and x [tokens, H]."""
-    full = MoECase(case.scheme, case.path, MAX_TOKENS, case.experts, case.top_k, False)
+    """The golden ``moe/<scheme>`` layer for the experts and x [tokens, H] (the layer of the
+    golden's config with that many experts: its static scales serve any top-k)."""
+    golden_top_k = dict(EXPERT_CONFIGS)[case.experts]
+    full = MoECase(case.scheme, case.path, MAX_TOKENS, case.experts, golden_top_k, False)
     loaded = load_moe_case(data, full)
     return loaded.layer, loaded.x[: case.tokens]
 

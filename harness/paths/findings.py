@@ -26,7 +26,7 @@ from harness.paths.base import LinearProblem
 
 # The suites that ask for findings; a finding may be limited to some of them.
 SUITES: frozenset[str] = frozenset(
-    {"linear", "loading", "special_values", "float32_activations", "quantizers"}
+    {"linear", "loading", "special_values", "float32_activations", "quantizers", "moe_routing"}
 )
 
 

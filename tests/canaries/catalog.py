@@ -98,6 +98,12 @@ def moe_long_k(schemes: tuple[str, ...]) -> Selection:
     return Selection(MOE, f"test_moe_long_k and ({which})", schemes)
 
 
+def moe_bias(schemes: tuple[str, ...]) -> Selection:
+    """The expert-bias MoE cases (`harness.moe.bias_cases`) of ``schemes``."""
+    which = " or ".join(f"{s}-{{name}}-" for s in schemes)
+    return Selection(MOE, f"test_moe_expert_bias and ({which})", schemes)
+
+
 def moe_routing(schemes: tuple[str, ...]) -> Selection:
     """Every self-routing case (configs x scoring x renormalize) of ``schemes``."""
     return Selection(MOE_ROUTING, " or ".join(f"{s}-{{name}}-" for s in schemes), schemes)
@@ -371,6 +377,37 @@ CANARIES: tuple[Canary, ...] = (
         "RouterSigmoidAsSoftmax",
         "MoE routing sigmoid scored as softmax",
     ),
+    _router(
+        "canary_moe_router_bf16_ranking",
+        "RouterRanksBf16Scores",
+        "MoE routing ranked on bf16-rounded scores",
+    ),
+    _router(
+        "canary_moe_router_bias_in_weights",
+        "RouterBiasInWeights",
+        "MoE routing correction bias in the weights",
+    ),
+    _router(
+        "canary_moe_router_mask_zero",
+        "RouterMasksWithZero",
+        "MoE grouped routing masks other groups with 0, not -inf",
+    ),
+    Canary(
+        "canary_moe_bias_twice",
+        "MoE expert bias applied twice",
+        "moe_path",
+        f"{M}:BiasTwice",
+        "control_moe_bias",
+        (moe_bias(("fp8_per_tensor", "w_mxfp4_a_mxfp4")),),
+    ),
+    Canary(
+        "canary_moe_bias_before_dequant",
+        "MoE expert bias added before dequantization",
+        "moe_path",
+        f"{M}:BiasBeforeDequant",
+        "control_moe_bias",
+        (moe_bias(("fp8_per_tensor", "fp8_per_channel")),),
+    ),
     # ---- round two: classes shown by the input designs (harness/linear/designs.py,
     # harness/core/hard_inputs.py); docs/TEETH.md says which check catches each
     _path(
@@ -434,6 +471,7 @@ CONTROLS: dict[str, tuple[str, str]] = {  # name -> (kind, target)
     "control_operands": ("path", f"{P}:ControlOperandsPath"),
     "control_moe": ("moe_path", f"{M}:ControlMoEPath"),
     "control_moe_router": ("moe_path", f"{M}:ControlRouterMoEPath"),
+    "control_moe_bias": ("moe_path", f"{M}:ControlBiasMoEPath"),
     "control_loader": ("loader", f"{L}:CONTROL_LOADER"),
     "control_quantizer": ("quantizer", f"{Q}:ControlQuantizer"),
     "control_measurement": ("mutant", ""),

@@ -26,8 +26,10 @@ from harness.moe.model import (
     combine,
     gather_rows,
     quantize_operand,
+    run_moe,
     silu_and_mul,
 )
+from harness.moe.paths.emulated import EmulatedMoEPath, per_expert_gemm
 from harness.moe.paths.kernels import MOE_KERNELS, Bf16GroupedKernel, unsort
 from harness.moe.paths.native import NativeMoEPath
 from harness.moe.routing import RoutingSpec
@@ -205,24 +207,51 @@ assert all(n in SCHEMES for n in _prefix_table()["cpu"][MXFP4_GROUPED])
 
 
 # ------------------------------------------------------------- self-routing canaries
+def _descending(values: torch.Tensor, tie_to_higher: bool = False) -> torch.Tensor:
+    """Stable descending order (ties to the lower index; reversed: to the higher)."""
+    if not tie_to_higher:
+        return torch.sort(values, dim=1, descending=True, stable=True).indices
+    e = values.shape[1]
+    return e - 1 - torch.sort(values.flip(1), dim=1, descending=True, stable=True).indices
+
+
 def float32_router(
-    logits: torch.Tensor, spec: RoutingSpec, *, tie_to_higher: bool = False
+    logits: torch.Tensor,
+    spec: RoutingSpec,
+    *,
+    tie_to_higher: bool = False,
+    rank_dtype: torch.dtype | None = None,
+    bias_in_weights: bool = False,
+    masked: float = float("-inf"),
 ) -> Routing:
-    """A router as engines write one: scores in float32, a stable descending sort of the
-    scores (ties to the lower index), the chosen scores optionally renormalized in float32.
-    ``tie_to_higher`` sorts the experts reversed, so ties go to the higher index."""
+    """A router as engines write one (vLLM's ``grouped_topk``): scores in float32, the
+    correction bias added to choose, groups scored by their best two biased scores (their
+    best score without a bias), other groups masked with -inf, a stable descending sort
+    (ties to the lower index), the chosen unbiased scores optionally renormalized and
+    scaled in float32. Each keyword is one canary's change: ``tie_to_higher`` sorts the
+    experts reversed; ``rank_dtype`` ranks a copy of the scores rounded to that dtype;
+    ``bias_in_weights`` weights by the biased scores; ``masked`` is the masked groups' fill."""
     x = logits.float()
     scores = torch.softmax(x, dim=-1) if spec.scoring == "softmax" else torch.sigmoid(x)
-    e = scores.shape[1]
-    if tie_to_higher:
-        order = e - 1 - torch.sort(scores.flip(1), dim=1, descending=True, stable=True).indices
-    else:
-        order = torch.sort(scores, dim=1, descending=True, stable=True).indices
-    ids = order[:, : spec.top_k].contiguous()
-    weights = scores.gather(1, ids)
+    t, e = scores.shape
+    ranked = scores if rank_dtype is None else scores.to(rank_dtype).float()
+    bias = spec.bias(e, scores.device)
+    keys = ranked if bias is None else ranked + bias
+    if spec.n_group > 1:
+        grouped = keys.view(t, spec.n_group, -1)
+        if bias is not None:
+            group = grouped.topk(2, dim=-1).values.sum(dim=-1)
+        else:
+            group = grouped.max(dim=-1).values
+        chosen = _descending(group)[:, : spec.topk_group]
+        mask = torch.zeros_like(group, dtype=torch.bool).scatter_(1, chosen, True)
+        keys = keys.masked_fill(~mask.repeat_interleave(e // spec.n_group, dim=1), masked)
+    ids = _descending(keys, tie_to_higher)[:, : spec.top_k].contiguous()
+    source = scores if bias is None or not bias_in_weights else scores + bias
+    weights = source.gather(1, ids)
     if spec.renormalize:
         weights = weights / weights.sum(dim=1, keepdim=True)
-    return Routing(ids, weights, e)
+    return Routing(ids, weights * spec.routed_scaling_factor, e)
 
 
 class ControlRouterMoEPath(ControlMoEPath):
@@ -294,3 +323,89 @@ class RouterSigmoidAsSoftmax(ControlRouterMoEPath):
 
     def router(self, logits: torch.Tensor, spec: RoutingSpec) -> Routing:
         return float32_router(logits, replace(spec, scoring="softmax"))
+
+
+class RouterRanksBf16Scores(ControlRouterMoEPath):
+    """Rounded ranking: experts and groups are ranked on a bf16 copy of the scores (the
+    weights still come from the float32 scores), as a router fed bf16 scores does."""
+
+    name = "canary_moe_router_bf16_ranking"
+
+    def router(self, logits: torch.Tensor, spec: RoutingSpec) -> Routing:
+        return float32_router(logits, spec, rank_dtype=torch.bfloat16)
+
+
+class RouterBiasInWeights(ControlRouterMoEPath):
+    """Correction bias in the weights: the chosen experts are weighted by their biased
+    scores (the bias should only choose them)."""
+
+    name = "canary_moe_router_bias_in_weights"
+
+    def router(self, logits: torch.Tensor, spec: RoutingSpec) -> Routing:
+        return float32_router(logits, spec, bias_in_weights=True)
+
+
+class RouterMasksWithZero(ControlRouterMoEPath):
+    """Group mask: experts of the groups not chosen are filled with 0 instead of -inf, so
+    with a correction bias they outrank chosen experts whose biased scores are negative."""
+
+    name = "canary_moe_router_mask_zero"
+
+    def router(self, logits: torch.Tensor, spec: RoutingSpec) -> Routing:
+        return float32_router(logits, spec, masked=0.0)
+
+
+# ------------------------------------------------------------- expert-bias canaries
+class ControlBiasMoEPath(EmulatedMoEPath):
+    """Correct: the emulated MoE path (which adds expert biases once, to the float32
+    product of the dequantized operands) under another name, compared like any path."""
+
+    name = "control_moe_bias"
+    is_reference = False
+
+
+class BiasTwice(ControlBiasMoEPath):
+    """Expert bias applied twice: each GEMM's bias is added by the kernel and again by its
+    caller (the layer's biases doubled)."""
+
+    name = "canary_moe_bias_twice"
+
+    def forward(
+        self, layer: MoELayer, x: torch.Tensor, routing: Routing, platform: PlatformInfo
+    ) -> MoETrace:
+        def twice(b: torch.Tensor | None) -> torch.Tensor | None:
+            return None if b is None else 2 * b
+
+        return super().forward(
+            replace(layer, b13=twice(layer.b13), b2=twice(layer.b2)), x, routing, platform
+        )
+
+
+def _row_scales(a: Operand, w: QuantizedExperts, experts: torch.Tensor) -> torch.Tensor:
+    """[M, N] the product of each output's activation and weight scales (per-tensor or
+    per-row activation scales, per-tensor or per-channel weight scales)."""
+    m, n = int(a.values.shape[0]), int(w.codes.shape[1])
+    sa = torch.ones(m) if a.quantized is None else a.quantized.scale.float().reshape(-1)
+    sa = sa.expand(m) if sa.numel() == 1 else sa
+    sw = w.scale.float()[experts].reshape(m, -1)
+    sw = sw.expand(m, n) if sw.shape[1] == 1 else sw
+    return sa[:, None] * sw
+
+
+class BiasBeforeDequant(ControlBiasMoEPath):
+    """Expert bias before dequantization: added to the accumulator of codes, so the
+    activation and weight scales multiply it too (per-tensor and per-channel scales)."""
+
+    name = "canary_moe_bias_before_dequant"
+
+    def forward(
+        self, layer: MoELayer, x: torch.Tensor, routing: Routing, platform: PlatformInfo
+    ) -> MoETrace:
+        biases = {id(layer.w13): layer.b13, id(layer.w2): layer.b2}
+
+        def gemm(a: Operand, experts: torch.Tensor, w: QuantizedExperts) -> torch.Tensor:
+            y = per_expert_gemm(a, experts, w)
+            b = biases[id(w)]
+            return y if b is None else y + b[experts] * _row_scales(a, w, experts)
+
+        return run_moe(replace(layer, b13=None, b2=None), x, routing, gemm)

@@ -17,8 +17,10 @@ from harness.linear.operand_designs import DesignedCase
 from harness.linear.special_values import SpecialCase
 from harness.loading.cases import LoadingParams
 from harness.models.cases import ModelCase
+from harness.moe.bias_cases import ExpertBiasCase
 from harness.moe.cases import MoECase
 from harness.moe.designs import LongKMoECase
+from harness.moe.routing import RoutingSpec
 from harness.moe.routing_cases import RoutingCase
 from harness.paths import LinearProblem
 from harness.paths.case import Case, id_part, record_value
@@ -145,6 +147,35 @@ CONTRACT: list[tuple[Case, str, dict[str, object], str | None]] = [
         "fp8_per_tensor-emulated-t16-e16k4-sigmoid-norenorm",
         {"suite": "moe", "routing": "self", "scoring": "sigmoid", "shape": "t16-h32-i32"},
         "moe/fp8_per_tensor",
+    ),
+    (
+        RoutingCase(
+            "fp8_per_tensor",
+            "emulated",
+            16,
+            4,
+            "sigmoid",
+            True,
+            design="near_ties",
+            rule=RoutingSpec(
+                4,
+                True,
+                "sigmoid",
+                n_group=4,
+                topk_group=2,
+                correction_bias=(0.5, -1.0, -0.75, -0.875) * 4,
+                routed_scaling_factor=2.5,
+            ),
+        ),
+        "fp8_per_tensor-emulated-t16-e16k4-sigmoid-renorm-g4k2-bias-x2.5-near_ties",
+        {"suite": "moe", "routing": "self", "routing_spec": "sigmoid-renorm-g4k2-bias-x2.5"},
+        "moe/fp8_per_tensor",
+    ),
+    (
+        ExpertBiasCase("w_mxfp4", "native"),
+        "w_mxfp4-native-t7-e8k2-expert_bias",
+        {"suite": "moe", "expert_bias": True, "shape": "t7-h32-i32", "renormalize": False},
+        "moe/w_mxfp4",
     ),
     (
         ModelCase("llama_tiny", "amd-quark:fp8", "model.layers.0.mlp.down_proj"),

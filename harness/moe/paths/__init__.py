@@ -5,7 +5,9 @@ entry point names a path object, a path class, or a zero-argument factory
 (harness.registry). Every registered path is parametrized into suites/test_moe.py
 like the built-ins. The built-ins are built on first use, not at import. An engine's
 fused-MoE kernel path subclasses `FusedMoEPathBase` (``fused``: the table, modes, where it
-runs and one ``forward`` through `run_fused_moe`) and supplies only its calls.
+runs and one ``forward`` through `run_fused_moe`) and supplies only its calls; an engine's
+router subclasses `RouterMoEPathBase` (``router``: its routing in front of the emulated
+block, for the routing suite) and supplies only ``route``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from .base import (
     ranks_slots,
     routes_itself,
     routing_support,
+    tie_break,
 )
 
 ENTRY_POINT_GROUP = "qharness.moe_paths"
@@ -33,6 +36,7 @@ __all__ = [
     "ranks_slots",
     "routes_itself",
     "routing_support",
+    "tie_break",
 ]
 
 

@@ -20,13 +20,15 @@ from harness.platform.info import PlatformInfo
 
 @dataclass(frozen=True)
 class MoEProblem:
-    """The shape of one MoE call: T tokens of width H, E experts, top-k, intermediate I."""
+    """The shape of one MoE call: T tokens of width H, E experts, top-k, intermediate I;
+    ``bias``: the layer has per-expert biases on its GEMMs."""
 
     tokens: int
     experts: int
     top_k: int
     hidden: int
     intermediate: int
+    bias: bool = False
 
 
 @runtime_checkable
@@ -67,7 +69,9 @@ class SelfRoutingMoEPath(MoEPath, Protocol):
     Optional members: ``supports_routing(spec, platform) -> Support`` (default: every
     spec), ``ranks_slots`` (default True: slots come in the reference's order, descending
     score with ties to the lower index, and the suite checks the order; False: only each
-    token's set of experts and their weights are checked). Paths without
+    token's set of experts and their weights are checked), ``tie_break`` (default: the
+    spec's rule; "any": exactly equal scores may be taken in any order, as a router built
+    on torch.topk, which promises none, declares). Paths without
     ``route_and_forward`` are handed the suite's routing through ``forward``, as before.
     """
 
@@ -94,6 +98,11 @@ def routing_support(path: object, spec: RoutingSpec, platform: PlatformInfo) -> 
     if not routes_itself(path):
         return Support.no(f"MoE path {getattr(path, 'name', path)!r} does not route itself")
     return Support.yes() if supports is None else supports(spec, platform)
+
+
+def tie_break(path: object, spec: RoutingSpec) -> str:
+    """The tie-break rule the path declares (default: the spec's)."""
+    return str(getattr(path, "tie_break", spec.tie_break))
 
 
 def ranks_slots(path: object) -> bool:

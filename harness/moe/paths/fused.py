@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import torch
@@ -47,6 +48,9 @@ class FusedMoEPathBase(PathBase):
 
     name = "fused_moe"
     small_blocks: ClassVar[bool] = False  # run with small tiles instead of the tuned config
+    # whether ``gemm`` takes a ``bias`` keyword (the expert biases [E, N], added by the
+    # kernel after dequantization); paths without it refuse biased layers
+    takes_bias: ClassVar[bool] = False
     modes: ClassVar[Mapping[str, Kernel]] = {}
 
     def __init__(self) -> None:
@@ -89,9 +93,11 @@ class FusedMoEPathBase(PathBase):
         routing: Routing,
         top_k: int,
         platform: PlatformInfo,
+        bias: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """One grouped GEMM: row p // top_k of ``q`` times pair p's expert's ``w``; float32
-        values of the kernel's output, canonical pair rows [T * k, N]."""
+        """One grouped GEMM: row p // top_k of ``q`` times pair p's expert's ``w`` (plus its
+        expert's ``bias`` row, passed only where ``takes_bias``); float32 values of the
+        kernel's output, canonical pair rows [T * k, N]."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------- written once
@@ -118,6 +124,8 @@ class FusedMoEPathBase(PathBase):
         where = self.where(platform)
         if not where.ok:
             return where
+        if problem.bias and not self.takes_bias:
+            return Support.no(f"{self.name}: the kernel call takes no expert bias")
         mode, reason = self.mode(scheme, platform)
         return Support.yes() if mode is not None else Support.no(f"{self.name}: {reason}")
 
@@ -130,7 +138,12 @@ class FusedMoEPathBase(PathBase):
         with self.launch(platform):
             prepared = self.prepare(layer, routing, mode, platform)
 
-            def gemm(q: QuantizedTensor | None, w: QuantizedExperts, top_k: int) -> torch.Tensor:
-                return self.gemm(prepared, mode, q, w, routing, top_k, platform)
+            biases = {id(layer.w13): layer.b13, id(layer.w2): layer.b2}
 
-            return run_fused_moe(layer, x, routing, gemm)
+            def gemm(q: QuantizedTensor | None, w: QuantizedExperts, top_k: int) -> torch.Tensor:
+                bias = biases[id(w)]
+                if bias is None:
+                    return self.gemm(prepared, mode, q, w, routing, top_k, platform)
+                return self.gemm(prepared, mode, q, w, routing, top_k, platform, bias=bias)
+
+            return run_fused_moe(replace(layer, b13=None, b2=None), x, routing, gemm)

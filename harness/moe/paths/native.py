@@ -66,6 +66,8 @@ class NativeMoEPath(PathBase):
     def supports(self, scheme: Scheme, problem: MoEProblem, platform: PlatformInfo) -> Support:
         if platform.simulated:
             return Support.no(not_the_simulated_arch(self.name, platform.simulated, platform.arch))
+        if problem.bias:
+            return Support.no("the native grouped kernels take no bias (torch grouped_mm has none)")
         kernel, reason = self.kernel_for(scheme, platform)
         if kernel is None:
             return Support.no(reason)

@@ -219,6 +219,7 @@ class VllmTritonFusedMoEPath(FusedMoEPathBase):
     name = "vllm_triton_fused_moe"
     engine = ENGINE
     runs_kernel_source = True  # Triton source: interpreted on a simulated arch
+    takes_bias = True  # invoke_fused_moe_triton_kernel(B_bias=...): added after dequantization
     known_findings: ClassVar[tuple[KnownFinding, ...]] = ()
     modes: ClassVar[Mapping[str, Kernel]] = MODES
 
@@ -317,6 +318,7 @@ class VllmTritonFusedMoEPath(FusedMoEPathBase):
         routing: Routing,
         top_k: int,
         platform: PlatformInfo,
+        bias: torch.Tensor | None = None,
     ) -> torch.Tensor:
         from vllm.model_executor.layers.fused_moe.fused_moe import invoke_fused_moe_triton_kernel
         from vllm.triton_utils import tl
@@ -356,6 +358,7 @@ class VllmTritonFusedMoEPath(FusedMoEPathBase):
             False,
             mode.per_channel_quant,
             mode.block_shape,
+            None if bias is None else bias.float().contiguous(),  # B_bias [E, N]
         )
         return c.reshape(pairs, n).float()
 
