@@ -21,7 +21,7 @@ edge-case blocks) that differ. Known engine findings are matched on each case's 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -39,12 +39,17 @@ from harness.core.quantize import (
 from harness.core.schemes import SCHEMES, QuantSpec, get_scheme, mx_spec
 from harness.linear.cases import GOLDEN_ENTRY, LINEAR_SHAPES, golden_inputs, shape_id
 from harness.paths.case import Case
-from harness.paths.findings import FindingCase, known_finding
+from harness.paths.findings import FindingCase, known_finding, matching_findings
 from harness.plugin import RecordResult, golden_failures, xfail_known
 from harness.quantizers import engine_of, get_quantizer, mx_scale_points, quantizers
 from harness.quantizers.base import shape_support
 from harness.quantizers.degenerate import DEGENERATE_CASES, degenerate_tensor
-from harness.quantizers.expect import code_and_scale_mismatches, expectation, expected_spec
+from harness.quantizers.expect import (
+    code_and_scale_mismatches,
+    expectation,
+    expected_spec,
+    finding_models,
+)
 from harness.quantizers.mx_edge_cases import (
     MX_ELEMENT_FORMATS,
     MX_MODES,
@@ -224,12 +229,14 @@ def _run(quantizer: str, spec: QuantSpec, x: torch.Tensor, scale: torch.Tensor |
 
 @dataclass
 class Mismatches:
-    """Tiles compared, and which differ (in codes, in the scale), by name."""
+    """Tiles compared, and which differ (in codes, in the scale), by name; and of those,
+    the ones no matching finding's rules reproduce (``unexplained``)."""
 
     tiles: int = 0
     wrong_codes: int = 0
     wrong_scale: int = 0
     names: list[str] | None = None
+    unexplained: list[str] = field(default_factory=list)
 
     def add(
         self,
@@ -237,19 +244,48 @@ class Mismatches:
         expected: QuantizedTensor,
         label: Callable[[int, int], str],
         zero_tiles: torch.Tensor | None = None,
+        models: list[QuantizedTensor] | None = None,
     ) -> None:
         """``zero_tiles``: tiles whose amax is 0, where any positive finite scale is right
-        (every element is 0 whatever it is; the reference picks 1, engines a floor)."""
+        (every element is 0 whatever it is; the reference picks 1, engines a floor).
+        ``models``: what the engine gives under its matching findings' rules
+        (`finding_models`); a differing tile equal to one of them is explained."""
+        wrong = self._wrong(actual, expected, zero_tiles)
+        codes_wrong, scales_wrong = wrong
+        self.tiles += int(codes_wrong.numel())
+        self.wrong_codes += int(codes_wrong.sum())
+        self.wrong_scale += int(scales_wrong.sum())
+        differs = codes_wrong | scales_wrong
+        self.names = (self.names or []) + [label(r, c) for r, c in differs.nonzero().tolist()]
+        if models is not None:
+            unexplained = differs.clone()
+            for model in models:
+                model_codes, model_scale = self._wrong(actual, model, zero_tiles)
+                unexplained &= model_codes | model_scale
+            self.unexplained += [label(r, c) for r, c in unexplained.nonzero().tolist()]
+
+    @staticmethod
+    def _wrong(
+        actual: QuantizedTensor, expected: QuantizedTensor, zero_tiles: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         codes_wrong, scales_wrong = code_and_scale_mismatches(actual, expected)
         if zero_tiles is not None:
             a = actual.scale.float().cpu()
             scales_wrong &= ~(zero_tiles & torch.isfinite(a) & (a > 0))
-        self.tiles += int(codes_wrong.numel())
-        self.wrong_codes += int(codes_wrong.sum())
-        self.wrong_scale += int(scales_wrong.sum())
-        self.names = (self.names or []) + [
-            label(r, c) for r, c in (codes_wrong | scales_wrong).nonzero().tolist()
-        ]
+        return codes_wrong, scales_wrong
+
+
+def _models(
+    quantizer: str,
+    case: FindingCase,
+    spec: QuantSpec,
+    x: torch.Tensor,
+    scale: torch.Tensor | None = None,
+) -> list[QuantizedTensor] | None:
+    """The engine's expected output under the findings that cover ``case`` (None: no
+    finding, or one that covers the whole case)."""
+    q = get_quantizer(quantizer)
+    return finding_models(q, spec, matching_findings(q, case), x, scale)
 
 
 def _check(
@@ -259,9 +295,10 @@ def _check(
     expected: QuantizedTensor,
     label: Callable[[int, int], str],
     record_result: RecordResult,
+    models: list[QuantizedTensor] | None = None,
 ) -> None:
     found = Mismatches()
-    found.add(actual, expected, label)
+    found.add(actual, expected, label, models=models)
     _verdict(case, quantizer, found, record_result)
 
 
@@ -281,6 +318,12 @@ def _verdict(
     )
     finding = known_finding(get_quantizer(quantizer), case)
     if finding is not None and names:
+        # A finding that names its rules explains only the tiles those rules reproduce:
+        # any other difference is a fault of its own, and fails the case.
+        assert not found.unexplained, (
+            f"{message}; {len(found.unexplained)} of them are not what the known "
+            f"finding reproduces: {', '.join(found.unexplained[:SHOWN])}"
+        )
         # A documented engine finding (docs/ENGINES.md) that this case reproduces: recorded as
         # xfail with its mismatches, so it is counted and reported but does not fail the stage.
         # Findings can depend on the data (a -0 appears or not), so a case that does not
@@ -318,7 +361,9 @@ def test_quantizer_on_golden_tensors(
         amax = float(x.float().abs().max()) if expected.scale.numel() == 1 else None
         return f"tile({r},{c})" + ("" if amax is None else f" amax={amax!r}")
 
-    _check(case.finding_case(), case.quantizer, actual, expected, label, record_result)
+    fc = case.finding_case()
+    models = _models(case.quantizer, fc, spec, x, static)
+    _check(fc, case.quantizer, actual, expected, label, record_result, models)
 
 
 @pytest.mark.parametrize("case", EDGE_CASES, ids=lambda c: c.id)
@@ -341,7 +386,9 @@ def test_quantizer_on_mx_edge_cases(
     def label(r: int, c: int) -> str:
         return f"{names[r]} (amax {float(blocks[r].abs().max())!r})"
 
-    _check(case.finding_case(), case.quantizer, actual, expected, label, record_result)
+    fc = case.finding_case()
+    models = _models(case.quantizer, fc, spec, blocks)
+    _check(fc, case.quantizer, actual, expected, label, record_result, models)
 
 
 @pytest.mark.parametrize("case", POINT_CASES, ids=lambda c: c.id)
@@ -364,7 +411,9 @@ def test_quantizer_on_mx_scale_points(
     def label(r: int, c: int) -> str:
         return f"{names[r]} (amax {float(blocks[r].abs().max())!r})"
 
-    _check(case.finding_case(), case.quantizer, actual, expected, label, record_result)
+    fc = case.finding_case()
+    models = _models(case.quantizer, fc, spec, blocks)
+    _check(fc, case.quantizer, actual, expected, label, record_result, models)
 
 
 @pytest.mark.parametrize("case", DEGENERATE, ids=lambda c: c.id)
@@ -372,6 +421,7 @@ def test_quantizer_on_degenerate_tensors(case: DegenerateCase, record_result: Re
     spec = case.spec
     quantizer = get_quantizer(case.quantizer)
     found = Mismatches()
+    fc = case.finding_case()
     for name in DEGENERATE_CASES:
         x = degenerate_tensor(name, spec)
         actual = _run(case.quantizer, spec, x, None)
@@ -380,8 +430,9 @@ def test_quantizer_on_degenerate_tensors(case: DegenerateCase, record_result: Re
         def label(r: int, c: int, name: str = name) -> str:
             return f"{name}:tile({r},{c})"
 
-        found.add(actual, expected, label, tile_amax(x, spec) == 0)
-    _verdict(case.finding_case(), case.quantizer, found, record_result)
+        models = _models(case.quantizer, fc, spec, x)
+        found.add(actual, expected, label, tile_amax(x, spec) == 0, models)
+    _verdict(fc, case.quantizer, found, record_result)
 
 
 # ----------------------------------------------------------------- designed tensors
@@ -441,6 +492,7 @@ def test_quantizer_on_designed_tensors(case: DesignedCase, record_result: Record
     spec = case.spec
     quantizer = get_quantizer(case.quantizer)
     found = Mismatches()
+    fc = case.finding_case()
     for name, x in designed_tensors(case.scheme, case.role).items():
         static = None if case.role == "weight" or spec.dynamic else calibrate_input_scale(x, spec)
         actual = _run(case.quantizer, spec, x, static)
@@ -449,5 +501,6 @@ def test_quantizer_on_designed_tensors(case: DesignedCase, record_result: Record
         def label(r: int, c: int, name: str = name) -> str:
             return f"{name}:tile({r},{c})"
 
-        found.add(actual, expected, label)
-    _verdict(case.finding_case(), case.quantizer, found, record_result)
+        models = _models(case.quantizer, fc, spec, x, static)
+        found.add(actual, expected, label, models=models)
+    _verdict(fc, case.quantizer, found, record_result)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from harness.core.formats import get_format
+from harness.core.formats import Specials, get_format
 from harness.core.scale_formats import E8M0, FP32
 from harness.errors import QHarnessError
 
@@ -61,6 +61,8 @@ class Convention:
     # block format, instead of (amax / qmax) / global
     two_level_block: Callable[[torch.Tensor, torch.Tensor, QuantSpec], torch.Tensor] | None = None
     unsigned_zero_codes: bool = False  # an element whose scaled value is +-0 gets code +0
+    # single-level scales: a code of -0 (a value that rounds to zero keeps its sign) is +0
+    positive_zero_codes: bool = False
     # an Inf in a block saturates it (a finite scale, the element max) instead of NaN
     saturates_inf_block: bool = False
     element_ties: str | None = None  # `encode`'s tie rule for the element codes
@@ -149,6 +151,15 @@ def saturates_inf_block(spec: QuantSpec) -> bool:
 def unsigned_zero_codes(spec: QuantSpec) -> bool:
     """Whether a convention in effect encodes a scaled value of -0 as +0."""
     return any(c.unsigned_zero_codes for c in _active(spec))
+
+
+def drop_negative_zero_codes(codes: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """``codes`` with every -0 code made +0 where a convention in effect says so (formats
+    whose -0 code is NaN, the FNUZ ones, have no -0 to drop)."""
+    fmt = get_format(spec.format)
+    if fmt.specials is Specials.FNUZ or not any(c.positive_zero_codes for c in _active(spec)):
+        return codes
+    return torch.where(codes == fmt.sign_bit, torch.zeros_like(codes), codes)
 
 
 def scale_elements(x: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
@@ -441,5 +452,18 @@ register_convention(
         "the finding is exactly this tie rule",
         lambda spec: spec.format == "e2m1",
         element_ties="away",
+    )
+)
+
+register_convention(
+    Convention(
+        "negative_zero_code_positive",
+        "an element whose scaled value is -0 (a -0 input, or a negative value that rounds to "
+        "zero) gets the code of +0. Not declared by any adapter: the reference keeps the "
+        "sign, and a quantizer that drops it is a finding (Quark 0.13's real_quantize_mxfp); "
+        "kept as the rule that says exactly what that finding does, so a known-finding "
+        "xfail covers only those codes",
+        lambda spec: not spec.scale_fmt.per_tensor_level,
+        positive_zero_codes=True,
     )
 )

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from harness.core.conventions import (
+    drop_negative_zero_codes,
     element_ties,
     scale_elements,
     source_values,
@@ -273,7 +274,7 @@ def quantize(
             codes = encode(scaled, spec.format, spec.clamp_max)
         else:
             codes = encode_fast(scaled, spec.format, spec.clamp_max)
-        return QuantizedTensor(codes, scale, spec)
+        return QuantizedTensor(drop_negative_zero_codes(codes, spec), scale, spec)
     if scale is None:
         one_pass = _quantize_mx_one_pass(x32, spec)
         if one_pass is not None:

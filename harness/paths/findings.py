@@ -9,6 +9,14 @@ that matches and passes passes (findings can depend on the data). Matching reads
 case's fields, never how its test id is spelled, so a suite may change its ids without
 breaking an adapter.
 
+A finding may also say exactly what the engine does: ``behaves_as`` names the rules
+(registered in `harness.core.conventions`, where a convention and a finding's model share one
+vocabulary) that turn the reference into the engine's observed behaviour. Such a finding is
+**scoped**: a suite xfails a case only where every difference from the reference is one the
+finding's rules reproduce, so a second fault in the same function (another tile wrong,
+another rounding) still fails the case instead of hiding under the known one. A finding
+without ``behaves_as`` covers its whole case (its differences depend on more than a rule).
+
 The older form, a ``dict[str, str]`` of fnmatch patterns over test ids -> text, is still
 accepted from third-party plugins and matched against `FindingCase.id`; it is deprecated,
 because it ties the adapter to the id format of every suite.
@@ -22,6 +30,7 @@ from fnmatch import fnmatch
 
 import torch
 
+from harness.core.conventions import get_convention
 from harness.paths.base import LinearProblem
 
 # The suites that ask for findings; a finding may be limited to some of them.
@@ -68,12 +77,16 @@ class KnownFinding:
     out_dtypes: frozenset[torch.dtype] | None = None
     cases: frozenset[str] | None = None  # FindingCase.case values
     when: CasePredicate | None = None
+    # rules of harness.core.conventions that reproduce the finding exactly (scoped xfails)
+    behaves_as: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         unknown = set(self.suites or ()) - SUITES
         if unknown:
             known = sorted(SUITES)
             raise ValueError(f"KnownFinding: unknown suites {sorted(unknown)}; known: {known}")
+        for rule in self.behaves_as:
+            get_convention(rule)  # an unknown rule is refused where the finding is declared
 
     def matches(self, case: FindingCase) -> bool:
         return (
@@ -86,6 +99,15 @@ class KnownFinding:
 
 
 FindingsDeclaration = Iterable[KnownFinding] | Mapping[str, str]
+
+
+def matching_findings(plugin: object, case: FindingCase) -> list[KnownFinding]:
+    """Every `KnownFinding` ``plugin`` declares that covers ``case``, in declared order
+    (the deprecated mapping form gives none: it has no rules to scope by)."""
+    declared: FindingsDeclaration = getattr(plugin, "known_findings", None) or ()
+    if isinstance(declared, Mapping):
+        return []
+    return [f for f in declared if f.matches(case)]
 
 
 def known_finding(plugin: object, case: FindingCase) -> str | None:

@@ -13,6 +13,7 @@ import torch
 from harness.core.conventions import with_conventions
 from harness.core.quantize import QuantizedTensor, quantize
 from harness.core.schemes import QuantSpec
+from harness.paths.findings import KnownFinding
 from harness.quantizers.base import Quantizer
 
 
@@ -33,6 +34,26 @@ def expectation(
     if held_to == spec:
         return golden
     return quantize(x, held_to, scale)
+
+
+def finding_models(
+    quantizer: Quantizer,
+    spec: QuantSpec,
+    findings: list[KnownFinding],
+    x: torch.Tensor,
+    scale: torch.Tensor | None = None,
+) -> list[QuantizedTensor] | None:
+    """What the engine gives on ``x`` if it does exactly what its matching findings say:
+    the reference under each finding's rules (``behaves_as``), and under all of them at
+    once when several match. None when a matching finding names no rules: it covers its
+    whole case, so there is nothing to scope by."""
+    if not findings or not all(f.behaves_as for f in findings):
+        return None
+    held_to = expected_spec(quantizer, spec)
+    rule_sets = [f.behaves_as for f in findings]
+    if len(rule_sets) > 1:
+        rule_sets.append(frozenset().union(*rule_sets))
+    return [quantize(x, with_conventions(held_to, rules), scale) for rules in rule_sets]
 
 
 def code_and_scale_mismatches(

@@ -444,6 +444,14 @@ CANARIES: tuple[Canary, ...] = (
         "quantizer rounds a float32 input to bf16",
         quantizers(("fp8_per_channel", "fp8_per_tensor", "w_mxfp4", "w_mxfp8_a_mxfp8")),
     ),
+    Canary(
+        "canary_quantizer_fault_under_finding",
+        "a second fault under a declared engine finding",
+        "quantizer",
+        f"{Q}:FaultUnderFindingQuantizer",
+        "control_quantizer_finding",
+        (quantizers(("w_mxfp4",)),),
+    ),
     _path(
         "canary_subnormal_ftz",
         "SubnormalFlushToZero",
@@ -474,5 +482,6 @@ CONTROLS: dict[str, tuple[str, str]] = {  # name -> (kind, target)
     "control_moe_bias": ("moe_path", f"{M}:ControlBiasMoEPath"),
     "control_loader": ("loader", f"{L}:CONTROL_LOADER"),
     "control_quantizer": ("quantizer", f"{Q}:ControlQuantizer"),
+    "control_quantizer_finding": ("quantizer", f"{Q}:DeclaredFindingQuantizer"),
     "control_measurement": ("mutant", ""),
 }

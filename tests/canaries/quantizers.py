@@ -6,11 +6,15 @@ reference, so the suite holds it to the reference like any engine's quantizer).
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 
+from harness.core.conventions import with_conventions
 from harness.core.quantize import QuantizedTensor, quantize
 from harness.core.schemes import QuantSpec
 from harness.paths.base import Support
+from harness.paths.findings import KnownFinding
 
 
 class ControlQuantizer:
@@ -41,4 +45,41 @@ class Bf16InputQuantizer(ControlQuantizer):
         return super().quantize(x.to(torch.bfloat16).float(), spec, scale)
 
 
-__all__ = ["Bf16InputQuantizer", "ControlQuantizer"]
+TIES_AWAY_FINDING = KnownFinding(
+    "canary finding: FP4 ties round away from zero",
+    suites=frozenset({"quantizers"}),
+    behaves_as=frozenset({"fp4_ties_away"}),
+)
+
+
+class DeclaredFindingQuantizer(ControlQuantizer):
+    """Correct but for one declared, scoped finding: FP4 ties away from zero, exactly as the
+    finding's rule says. Its cases pass or xfail; none may fail."""
+
+    name = "control_quantizer_finding"
+    known_findings: ClassVar[tuple[KnownFinding, ...]] = (TIES_AWAY_FINDING,)
+
+    def quantize(
+        self, x: torch.Tensor, spec: QuantSpec, scale: torch.Tensor | None = None
+    ) -> QuantizedTensor:
+        return quantize(x, with_conventions(spec, TIES_AWAY_FINDING.behaves_as), scale)
+
+
+class FaultUnderFindingQuantizer(DeclaredFindingQuantizer):
+    """The declared finding and a second fault in the same function (float32 input rounded
+    to bf16 first): the known finding must not hide it."""
+
+    name = "canary_quantizer_fault_under_finding"
+
+    def quantize(
+        self, x: torch.Tensor, spec: QuantSpec, scale: torch.Tensor | None = None
+    ) -> QuantizedTensor:
+        return super().quantize(x.to(torch.bfloat16).float(), spec, scale)
+
+
+__all__ = [
+    "Bf16InputQuantizer",
+    "ControlQuantizer",
+    "DeclaredFindingQuantizer",
+    "FaultUnderFindingQuantizer",
+]

@@ -86,3 +86,34 @@ def test_the_deprecated_pattern_form_matches_the_test_id() -> None:
     assert known_finding(plugin, case("p-fp8_per_channel-8x128x256-bias-bf16")) == "bf16"
     assert known_finding(plugin, case("p-w_mxfp4-1x16x256-bias-fp16")) == "fp16"
     assert known_finding(plugin, case("p-fp8_per_channel-8x128x256-bias-fp32")) is None
+
+
+def test_a_finding_refuses_rules_the_harness_does_not_know() -> None:
+    from harness.core.conventions import UnknownConventionError
+
+    with pytest.raises(UnknownConventionError, match="no_such_rule"):
+        KnownFinding("text", behaves_as=frozenset({"no_such_rule"}))
+
+
+def test_finding_models_follow_each_rule_and_their_union() -> None:
+    """One model per scoped finding, plus all rules at once when several match; none when a
+    matching finding names no rule (it covers its whole case)."""
+    from harness.core.quantize import quantize
+    from harness.core.schemes import mx_spec
+    from harness.quantizers.expect import finding_models
+    from tests.canaries.quantizers import ControlQuantizer
+
+    spec = mx_spec("e2m1", "floor")
+    # every element an exact E2M1 tie times the block scale (2^0: amax 5 -> floor scale 1)
+    x = torch.tensor([[0.25, 1.25, 2.5, 5.0] * 8, [-0.25, -1.25, -2.5, -5.0] * 8])
+    ties = KnownFinding("ties", behaves_as=frozenset({"fp4_ties_away"}))
+    zeros = KnownFinding("zeros", behaves_as=frozenset({"negative_zero_code_positive"}))
+    whole = KnownFinding("whole case")
+    q = ControlQuantizer()
+    assert finding_models(q, spec, [], x) is None
+    assert finding_models(q, spec, [ties, whole], x) is None
+    (model,) = finding_models(q, spec, [ties], x)
+    reference = quantize(x, spec)
+    assert bool((model.codes != reference.codes).all())  # every tie moved, away from zero
+    both = finding_models(q, spec, [ties, zeros], x)
+    assert len(both) == 3

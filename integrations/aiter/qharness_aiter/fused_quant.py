@@ -154,7 +154,12 @@ class FusedFlattenMXFP4Quantizer:
             cases=frozenset({"mx_scale_points"}),
             when=lambda case: case.scale_mode == "even",
         ),
-        KnownFinding(TIES_AWAY, suites=frozenset({"quantizers"}), when=even_tensor_case),
+        KnownFinding(
+            TIES_AWAY,
+            suites=frozenset({"quantizers"}),
+            when=even_tensor_case,
+            behaves_as=frozenset({"fp4_ties_away"}),
+        ),
     )
 
     def supports(self, spec: QuantSpec) -> Support:

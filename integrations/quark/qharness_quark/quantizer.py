@@ -60,6 +60,7 @@ class RealQuantizeMXFPQuantizer:
             # designed ones is a -0 element coded +0: measured on all 18 of them)
             cases=frozenset({"weight", "activation", "designed"}),
             when=lambda case: case.element_format in ELEMENTS,
+            behaves_as=frozenset({"negative_zero_code_positive"}),
         ),
         KnownFinding(
             SCALES_OUTSIDE_E8M0,

@@ -94,6 +94,7 @@ class ToMXQuantizer:
             suites=frozenset({"quantizers"}),
             cases=frozenset({"edge_cases", "mx_scale_points", "degenerate"}),
             when=lambda case: case.scale_mode in ("floor", "even", "ceil"),
+            behaves_as=frozenset({"mx_inf_amax_as_2pow128", "mx_min_scale_divides_as_2pow-126"}),
         ),
     )
 
