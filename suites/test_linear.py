@@ -12,6 +12,7 @@ import torch
 from harness.core.compare import bit_mismatches
 from harness.core.quantize import QuantizedLinear, quantize, quantize_activation, stored_scale
 from harness.core.schemes import get_scheme
+from harness.linear.call_cases import BATCH, ORDER_SHAPES, SEQ, CallCase, call_cases, call_layer
 from harness.linear.cases import (
     LinearCase,
     OperandCase,
@@ -33,6 +34,7 @@ from harness.paths.base import (
     layer_under_conventions,
     linear_numerics,
     path_conventions,
+    takes_leading_dims,
 )
 from harness.paths.findings import known_finding
 from harness.paths.operands import (
@@ -298,3 +300,54 @@ def test_linear_designed(
         want = expected_operands(loaded.layer, loaded.x, conventions, _model_dtype(path, case))
         checks += operand_checks(_on_cpu(got), want, case.path)
     record_checks(checks, known_finding=finding)
+
+
+@pytest.mark.parametrize("case", list(call_cases(list(linear_paths()))), ids=lambda c: c.id)
+def test_linear_calls(
+    case: CallCase, qh_platform: PlatformInfo, record_result: RecordResult
+) -> None:
+    """The same layer and input called two ways give the same bits
+    (`harness.linear.call_cases`): ``order``, A then B then A again (nothing a call leaves
+    behind changes a later one); ``batched``, [batch, seq, K] against [batch * seq, K]."""
+    scheme = get_scheme(case.scheme)
+    path = get_path(case.path)
+    for problem in case.problems:
+        support = path.supports(scheme, problem, qh_platform)
+        if not support.ok:
+            pytest.skip(support.reason)
+    if case.kind == "batched" and not takes_leading_dims(path):
+        pytest.skip(f"{case.path}: takes [tokens, hidden] activations only (its kernel's API)")
+    device = qh_platform.torch_device
+    out_dtype = case.problem.out_dtype
+    finding = known_finding(path, case.finding_case())
+
+    def call(layer: QuantizedLinear, x: torch.Tensor) -> torch.Tensor:
+        try:
+            return path.forward(layer.to(device), x.to(device), out_dtype).cpu()
+        except Exception as exc:
+            if finding is not None:
+                xfail_known(record_result, finding, f"{type(exc).__name__}: {exc}")
+            pytest.fail(
+                f"path {case.path!r} raised on {case.id}: {type(exc).__name__}: {exc}",
+                pytrace=False,
+            )
+
+    layer, x = call_layer(case.scheme, case.shape)
+    first = call(layer, x)
+    if case.kind == "order":
+        call(*call_layer(case.scheme, ORDER_SHAPES[1]))
+        second = call(layer, x)
+        what = f"{case.shape} again after {ORDER_SHAPES[1]}"
+    else:
+        second = call(layer, x.reshape(BATCH, SEQ, -1))
+        assert second.shape == (BATCH, SEQ, first.shape[-1]), (
+            f"batched output shape {tuple(second.shape)}, expected {(BATCH, SEQ, first.shape[-1])}"
+        )
+        second = second.reshape(first.shape)
+        what = f"x as [{BATCH}, {SEQ}, K]"
+    differ = bit_mismatches(second, first)
+    record_result(elements_differing=int(differ))
+    if differ and finding is not None:
+        xfail_known(record_result, finding, f"{differ} elements differ ({what})")
+    assert not bool(torch.isnan(first).any()), f"{case.id}: NaN in the output"
+    assert differ == 0, f"{differ} of {first.numel()} output elements differ ({what})"

@@ -11,6 +11,8 @@ Modules, each with its one job:
   operand inputs (see ``operands`` in `harness.paths`).
 - ``paths/``: The linear path registry, `emulated` and `native` (see ``base``, ``dispatch``,
   ``findings`` in `harness.paths`).
+- ``call_cases``: The same layer called two ways that must give the same bits: A, B, A
+  (nothing a call leaves behind changes a later one) and [batch, seq, K] activations.
 - ``matrix``: The scheme x path matrix and the linear dispatch report.
 - ``checks``: The linear suite's checks of one path's output, named and run in a fixed
   order: `finite`, `vs_golden`, `rounding_interval`, `bits_vs_emulated`, `vs_emulated`,

@@ -424,3 +424,11 @@ def linear_numerics(path: LinearPath, scheme: Scheme, problem: LinearProblem) ->
 def output_roundings(path: LinearPath, scheme: Scheme, problem: LinearProblem) -> int:
     """How many times ``path`` rounds to the output dtype (see `linear_numerics`)."""
     return linear_numerics(path, scheme, problem).output_roundings
+
+
+def takes_leading_dims(path: object) -> bool:
+    """Whether the path takes an activation with leading dimensions ([batch, seq, hidden]),
+    as its engine's linear layers do (``takes_leading_dims = True``); default False: the
+    path's kernel API takes [tokens, hidden] only, and the batched call case skips it with
+    that reason."""
+    return bool(getattr(path, "takes_leading_dims", False))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
+from harness.linear.call_cases import CallCase
 from harness.linear.cases import LinearCase, OperandCase, QuantizeCase
 from harness.linear.designs import DesignCase
 from harness.linear.operand_designs import DesignedCase
@@ -176,6 +177,12 @@ CONTRACT: list[tuple[Case, str, dict[str, object], str | None]] = [
         "w_mxfp4-native-t7-e8k2-expert_bias",
         {"suite": "moe", "expert_bias": True, "shape": "t7-h32-i32", "renormalize": False},
         "moe/w_mxfp4",
+    ),
+    (
+        CallCase("fp8_per_tensor", "emulated", "order"),
+        "fp8_per_tensor-emulated-order-bf16",
+        {"suite": "linear", "kind": "order", "shape": "8x128x2048", "out_dtype": "bf16"},
+        None,
     ),
     (
         ModelCase("llama_tiny", "amd-quark:fp8", "model.layers.0.mlp.down_proj"),

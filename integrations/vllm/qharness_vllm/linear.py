@@ -485,6 +485,8 @@ class VllmFp8LinearPath(LinearPathBase):
     engine = ENGINE
     # QuantFP8.forward_native: scale floor 1/(fp8_max*512) on computed scales, x * (1/scale)
     conventions = frozenset({"min_scale_1_over_512max", "reciprocal_scale"})
+    # vLLM's linear layers take [batch, seq, hidden] activations (apply_weights flattens them)
+    takes_leading_dims = True
     activation_in_model_dtype = (
         "vLLM hands a layer its activation in the model dtype (a bf16 model's layers never "
         "see float32 values; the AMX kernels take their output dtype from the activation's)"
