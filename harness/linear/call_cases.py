@@ -25,9 +25,11 @@ from harness.linear.cases import OUT_DTYPES
 from harness.paths.base import LinearProblem
 from harness.paths.case import Case
 
-# (first and third call, second call): one M, K 2048 then 256 (a split-K field written for
-# K=256 and read back for K=2048 covers only part of it), N a whole 128-wide block
-ORDER_SHAPES: tuple[tuple[int, int, int], tuple[int, int, int]] = ((8, 128, 2048), (8, 128, 256))
+# (first and third call, second call): one M, K 2048 then 384 (a split-K field written for
+# K=384 and read back for K=2048 covers only part of it), N a whole 128-wide block; K values
+# no other case uses, so each call is the first of its shape in the process (a cache that
+# a shape's first call writes into shows whatever ran before)
+ORDER_SHAPES: tuple[tuple[int, int, int], tuple[int, int, int]] = ((8, 128, 2048), (8, 128, 384))
 BATCH, SEQ = 2, 4  # the batched case's leading dimensions: 8 tokens, as [2, 4, K]
 BATCHED_SHAPE = (BATCH * SEQ, 128, 256)
 CALL_KINDS = ("order", "batched")

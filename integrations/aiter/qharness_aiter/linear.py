@@ -489,13 +489,13 @@ AiterGemmA8WFP4Tails = _path("gemm_a8wfp4", True)
 # docs/ENGINE-FINDINGS.md, "gemm_a8wfp4's default config for a shape depends on the shapes
 # run before it": _get_config writes each K's split into a dict shared by the M range and
 # lru-caches it. The linear cases' K (128, 256) all get SPLITK_BLOCK_SIZE=256 below M=129, so
-# only the call-order case (K=2048, then 256, then 2048 again) shows it; the tails path
+# only the call-order case (K=2048, then 384, then 2048 again) shows it; the tails path
 # passes its own config and is not affected.
 AiterGemmA8WFP4.known_findings = (
     KnownFinding(
         "aiter gemm_a8wfp4 with aiter's own config: _get_config hands every shape of an M "
         "range the same lru-cached dict and writes the shape's SPLITK_BLOCK_SIZE into it, so "
-        "K=2048 after K=256 is summed over only 4 x 256 of its 2048 columns "
+        "K=2048 after K=384 is summed over only part of its 2048 columns "
         "(integrations/aiter/findings/a8wfp4_config_state.py; fixed on main, ROCm/aiter#2169)",
         suites=frozenset({"linear"}),
         cases=frozenset({"call_order"}),
