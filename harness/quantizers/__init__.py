@@ -15,6 +15,8 @@ Modules, each with its one job:
   expected values from the reference). `suites/test_quantizers.py` runs them. The MX scale
   edge-case blocks are regenerated at test time, checked against the golden's digest, with
   their `mx_scales/<format>` goldens.
+- ``layout``: An engine's raw scale tensor held to the shapes its own API documents, before
+  an adapter reshapes it onto the tile grid (`check_scale_layout`).
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from harness import (
     QuantSpec,
     Support,
 )
+from harness.quantizers.layout import check_scale_layout
 from qharness_vllm import ENGINE
 from qharness_vllm.platform import platform_for
 
@@ -80,6 +81,12 @@ class QuantFP8NativeQuantizer:
         return QuantizedTensor(_codes(q), s.float().reshape(rows, 1), spec)
 
 
+# scaled_fp8_quant's docstring: a per-tensor scale is "0D or [1]", a 2-D scale is per group
+# (its callers take scale.dim() == 2 for per-token); dynamic per-token scales are [M, 1]
+SCALE_DOC = "vllm._custom_ops.scaled_fp8_quant's docstring and its callers' dim() test"
+SCALE_KIND = {False: "dynamic per-tensor", True: "dynamic per-token"}
+
+
 class ScaledFP8QuantQuantizer:
     name = "vllm_scaled_fp8_quant"
     engine = ENGINE
@@ -111,4 +118,7 @@ class ScaledFP8QuantQuantizer:
             else:
                 q, s = ops.scaled_fp8_quant(x.float(), scale.float().reshape(()))
         rows = x.shape[0] if per_token else 1
+        if scale is None:  # the dynamic scale, as vLLM's callers receive it
+            documented = [(rows, 1)] if per_token else [(), (1,)]
+            check_scale_layout(self.name, SCALE_KIND[per_token], s, documented, SCALE_DOC)
         return QuantizedTensor(_codes(q), s.float().reshape(rows, 1), spec)
