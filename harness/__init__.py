@@ -149,6 +149,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     # quantizers
     "harness.quantizers.base": ("Quantizer",),
+    "harness.quantizers.layout": ("check_scale_layout", "ScaleLayoutError"),
     # checkpoint loading: the loader type and the transforms adapters compose
     "harness.loading.loaders": ("Loader",),
     "harness.loading.transforms": (
@@ -292,4 +293,5 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from harness.platform.info import PlatformInfo, detect_platform, platform_key
     from harness.platform.interpreter_fp8 import fp8_nan_codes_read_as_nan
     from harness.quantizers.base import Quantizer
+    from harness.quantizers.layout import ScaleLayoutError, check_scale_layout
     from harness.registry import PluginError

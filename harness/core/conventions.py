@@ -211,6 +211,35 @@ register_convention(
 )
 
 
+_FP8 = frozenset({"e4m3fn", "e4m3fnuz"})
+
+
+def _ue8m0_fp8(spec: QuantSpec) -> bool:
+    return spec.scale_fmt is E8M0 and spec.scale_rounding == "ceil" and spec.format in _FP8
+
+
+def _ue8m0_min_scale_512(amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    # the power of two at or above 1 / (qmax * 512): the bound taken before rounding up
+    floor = torch.tensor(1.0, dtype=torch.float32) / torch.tensor(
+        spec.qmax * 512, dtype=torch.float32
+    )
+    return torch.maximum(scale, torch.exp2(torch.ceil(torch.log2(floor))))
+
+
+register_convention(
+    Convention(
+        "ue8m0_min_scale_1_over_512max",
+        "power-of-two (UE8M0) FP8 scales are bounded from below at 1 / (fp8_max * 512) before "
+        "they are rounded up to a power of two, so a tile with a tiny amax gets 2^-17 "
+        "(e4m3fn), not 2^ceil(log2(amax / fp8_max)) (vLLM's QuantFP8 and per-token-group "
+        "quantizers with use_ue8m0: their floor, applied ahead of the rounding as "
+        "vllm-project/vllm#58032 restores; vLLM 0.32 applies it after, a finding)",
+        _ue8m0_fp8,
+        scale=_ue8m0_min_scale_512,
+    )
+)
+
+
 def _zero_scale_as_eps(amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
     # amax / qmax as computed in float32; where it is 0 (a zero tile, or one whose amax / qmax
     # underflows) the observer puts float32 eps (2^-23)

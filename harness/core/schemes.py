@@ -170,6 +170,33 @@ for _granularity in ("per_tensor", "per_channel"):
     _register_fp8(_granularity, "_fnuz_clamp224", "e4m3fnuz", FNUZ_CLAMP)
 
 
+# ------------------------------------------------------------------ FP8, UE8M0 scales
+# DeepSeek-V3.1-style block FP8 with power-of-two (UE8M0) scales: 128x128 e4m3fn weight
+# blocks and dynamic 1x128 activation groups as fp8_per_block, each scale the power of two at
+# or above amax / 448 (E8M0 "ceil": no element saturates), stored as an E8M0 byte. What
+# vLLM's group quantizers do with `use_ue8m0` and DeepGEMM's scale layout on Blackwell take.
+FP8_PER_BLOCK_UE8M0 = "fp8_per_block_ue8m0"
+_ue8m0_weight = QuantSpec(
+    "e4m3fn", block=(FP8_BLOCK, FP8_BLOCK), scale_format=E8M0.name, scale_rounding="ceil"
+)
+_ue8m0_activation = QuantSpec(
+    "e4m3fn", block=(1, FP8_BLOCK), scale_format=E8M0.name, scale_rounding="ceil", dynamic=True
+)
+register_scheme(
+    Scheme(
+        name=FP8_PER_BLOCK_UE8M0,
+        family="fp8",
+        weight=_ue8m0_weight,
+        activation=_ue8m0_activation,
+        sqnr_floor_db=sqnr_floor_db(_ue8m0_weight, _ue8m0_activation),
+        description=(
+            "FP8 e4m3fn, 128x128 weight blocks and dynamic 1x128 activation groups, "
+            "power-of-two (UE8M0) scales rounded up"
+        ),
+    )
+)
+
+
 # ------------------------------------------------------------------------------- OCP MX
 # AMD Quark's names. Element formats: mxfp4 = e2m1, mxfp6_e3m2 / mxfp6_e2m3, mxfp8 = e4m3fn.
 # Every quantized operand is MX: 1x32 blocks along K, one E8M0 scale per block, dynamic for

@@ -161,7 +161,8 @@ def build_checkpoint(
     Zero-width shards get no weight scale (an engine never loads one for them); static input
     scales are given per shard name (shards left out get none). ``scale_margins`` multiply a
     shard's scales (amax / qmax) as calibration tools leave headroom, so stored scales are
-    not exactly amax / qmax (shards left out get none).
+    not exactly amax / qmax (shards left out get none); formats that hold powers of two
+    only (E8M0) keep their rule's scales.
     """
     scheme = get_scheme(config.scheme)
     shards = []
@@ -172,6 +173,10 @@ def build_checkpoint(
             scale = None
         else:
             margin = 1.0 if scale_margins is None else scale_margins.get(name, 1.0)
+            if scheme.weight.scale_fmt.power_of_two:
+                # a power-of-two (E8M0) format: tools store the rule's own scales, which a
+                # headroom factor would take off the format's grid
+                margin = 1.0
             tile_scales = compute_scale(tile_amax(w.float(), scheme.weight), scheme.weight)
             q = quantize(w, scheme.weight, tile_scales * margin)
             codes = q.codes

@@ -41,7 +41,9 @@ MOE_FP8_ROWWISE_FNUZ: frozenset[str] = frozenset(
     }
 )
 # FP8 with 128x128 weight / 1x128 activation blocks: no grouped block-scaled kernel is wired.
-MOE_FP8_BLOCK: frozenset[str] = frozenset({"fp8_per_block", "fp8_per_block_fnuz"})
+MOE_FP8_BLOCK: frozenset[str] = frozenset(
+    {"fp8_per_block", "fp8_per_block_fnuz", "fp8_per_block_ue8m0"}
+)
 MOE_MX: frozenset[str] = frozenset(
     {
         "w_mxfp4",

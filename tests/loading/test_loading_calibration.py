@@ -27,7 +27,12 @@ STATIC = [s for s in fp8_schemes() if not get_scheme(s).activation.dynamic]  # t
 PER_TENSOR = [s for s in fp8_schemes() if get_scheme(s).weight.block == (WHOLE, WHOLE)]
 
 
-@pytest.mark.parametrize("scheme", fp8_schemes())
+# Power-of-two scale formats (E8M0) store their rule's scales: a headroom factor would take
+# them off the format's grid (harness/loading/checkpoint.py).
+HEADROOM = [s for s in fp8_schemes() if not get_scheme(s).weight.scale_fmt.power_of_two]
+
+
+@pytest.mark.parametrize("scheme", HEADROOM)
 def test_no_stored_weight_scale_is_amax_over_qmax(scheme: str) -> None:
     spec = get_scheme(scheme).weight
     for case in CASES:

@@ -255,6 +255,9 @@ LINEAR_NATIVE_DISPATCH: DispatchTable = {
                 # torch's 1x16 block-scaled mm needs FP4 tensor cores (sm100+).
                 "w_nvfp4",
                 "w_nvfp4_a_nvfp4",
+                # block FP8 with E8M0 (UE8M0) scales: the blockwise mode's contract is
+                # float32 scales (DeepGEMM's packed UE8M0 layout is not wired)
+                "fp8_per_block_ue8m0",
             }
         ),
     }

@@ -29,8 +29,8 @@ from harness import (
     QuantizedTensor,
     QuantSpec,
     Support,
+    check_scale_layout,
 )
-from harness.quantizers.layout import check_scale_layout
 from qharness_vllm import ENGINE
 from qharness_vllm.platform import platform_for
 

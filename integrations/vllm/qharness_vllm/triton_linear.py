@@ -49,6 +49,7 @@ from typing import Any, ClassVar
 import torch
 
 from harness import (
+    E8M0,
     FP8_BLOCK,
     SCHEMES,
     WHOLE,
@@ -117,7 +118,23 @@ BLOCK_FP8 = Kernel(
     ),
     probe="triton",
 )
-KERNELS: dict[str, Kernel] = {k.name: k for k in (SCALED_MM, BLOCK_FP8)}
+# The same kernel on a UE8M0 checkpoint: its E8M0 weight scales decoded to float32 by
+# vLLM's _upcast_e8m0_to_fp32 first, its activation scales rounded up to powers of two by
+# QuantFP8(use_ue8m0=True).
+BLOCK_FP8_UE8M0 = Kernel(
+    "w8a8_triton_block_scaled_mm.ue8m0",
+    OperandContract(
+        formats=frozenset({"e4m3fn"}),
+        scale_format="e8m0",
+        weight_blocks=frozenset({(FP8_BLOCK, FP8_BLOCK)}),
+        activation_blocks=frozenset({(1, FP8_BLOCK)}),
+    ),
+    ActivationScales(
+        static=frozenset(), why="vLLM runs this kernel with dynamic activation scales only"
+    ),
+    probe="triton",
+)
+KERNELS: dict[str, Kernel] = {k.name: k for k in (SCALED_MM, BLOCK_FP8, BLOCK_FP8_UE8M0)}
 
 
 def _row(kernel: str, runs: frozenset[str]) -> DispatchRow:
@@ -152,7 +169,14 @@ SCALED_MM_TABLE: DispatchTable = {
 }
 BLOCK_FP8_TABLE: DispatchTable = {
     "gfx942": _row(BLOCK_FP8.name, frozenset({"fp8_per_block_fnuz"})),
-    "gfx950": _row(BLOCK_FP8.name, frozenset({"fp8_per_block"})),
+    # UE8M0 (power-of-two) scales are e4m3fn's: gfx950's
+    "gfx950": rest_emulated(
+        {
+            BLOCK_FP8.name: frozenset({"fp8_per_block"}),
+            BLOCK_FP8_UE8M0.name: frozenset({"fp8_per_block_ue8m0"}),
+        },
+        SCHEMES,
+    ),
     "sm_90": _row(BLOCK_FP8.name, _NONE),
 }
 WHY_NOT_ON: dict[str, str] = {
@@ -170,13 +194,13 @@ def _fp8_weight(layer: QuantizedLinear, dtype: torch.dtype) -> torch.Tensor:
     return layer.weight.codes.contiguous().view(dtype)
 
 
-def _quant_fp8(static: bool, group: tuple[int, int]) -> Any:
+def _quant_fp8(static: bool, group: tuple[int, int], ue8m0: bool = False) -> Any:
     from vllm.config import VllmConfig, set_current_vllm_config
     from vllm.model_executor.layers.quantization.input_quant_fp8 import QuantFP8
     from vllm.model_executor.layers.quantization.utils.quant_utils import GroupShape
 
     with set_current_vllm_config(VllmConfig()):  # CustomOps read the config when built
-        return QuantFP8(static=static, group_shape=GroupShape(*group), use_ue8m0=False)
+        return QuantFP8(static=static, group_shape=GroupShape(*group), use_ue8m0=ue8m0)
 
 
 _GROUPS: dict[tuple[int | None, int | None], tuple[int, int]] = {
@@ -190,7 +214,8 @@ def quantize_activation(layer: QuantizedLinear, x: torch.Tensor) -> tuple[torch.
     """vLLM's QuantFP8 on the activation, as the kernel's linear method calls it."""
     act = layer.scheme.activation
     assert act is not None
-    quant = _quant_fp8(static=not act.dynamic, group=_GROUPS[act.block])
+    ue8m0 = act.scale_fmt is E8M0  # power-of-two scales: vLLM's use_ue8m0
+    quant = _quant_fp8(static=not act.dynamic, group=_GROUPS[act.block], ue8m0=ue8m0)
     if act.dynamic:
         return quant(x)  # type: ignore[no-any-return]
     assert layer.input_scale is not None
@@ -257,6 +282,19 @@ def block_config(tile: tuple[int, int, int] | None) -> Iterator[None]:
         fp8_utils.get_w8a8_block_fp8_configs = saved
 
 
+def _block_weight_scales(layer: QuantizedLinear) -> torch.Tensor:
+    """The weight's block scales as float32, as vLLM hands them to the Triton kernel: a
+    UE8M0 checkpoint's E8M0 bytes (float8_e8m0fnu) decoded by vLLM's own
+    `_upcast_e8m0_to_fp32`, as its CPU and aiter kernels do at load."""
+    spec = layer.weight.spec
+    if spec.scale_fmt is not E8M0:
+        return layer.weight.scale.float().contiguous()
+    from vllm.model_executor.layers.quantization.utils.fp8_utils import _upcast_e8m0_to_fp32
+
+    codes = spec.scale_fmt.store(layer.weight.scale.float()).to(torch.uint8).contiguous()
+    return _upcast_e8m0_to_fp32(codes.view(torch.float8_e8m0fnu)).float().contiguous()
+
+
 def run_block_fp8(
     layer: QuantizedLinear,
     x: torch.Tensor,
@@ -276,7 +314,7 @@ def run_block_fp8(
     if contiguous_codes:  # past vLLM's assertion on K % 128 != 0 (_K_NOT_128 below)
         x_q = x_q.contiguous()
     w = _fp8_weight(layer, fp8)
-    w_s = layer.weight.scale.float().contiguous()
+    w_s = _block_weight_scales(layer)
     with block_config(tile):
         out = fp8_utils.w8a8_triton_block_scaled_mm(
             x_q, w, x_s, w_s, [FP8_BLOCK, FP8_BLOCK], out_dtype
@@ -295,8 +333,11 @@ class _VllmTritonPath(LinearPathBase):
     kernel: ClassVar[Kernel]
     table: ClassVar[DispatchTable]
     tile: ClassVar[tuple[int, int, int] | None] = None  # None: vLLM's own tuning choice
-    # QuantFP8 (module doc): dynamic scales bounded below by 1/(fp8_max*512); fnuz at 224
-    conventions: frozenset[str] = frozenset({"min_scale_1_over_512max", "fnuz_clamp_224"})
+    # QuantFP8 (module doc): dynamic scales bounded below by 1/(fp8_max*512) (power-of-two
+    # scales: the bound rounded up too); fnuz at 224
+    conventions: frozenset[str] = frozenset(
+        {"min_scale_1_over_512max", "ue8m0_min_scale_1_over_512max", "fnuz_clamp_224"}
+    )
 
     @property
     def kernels(self) -> dict[str, Kernel]:
@@ -378,7 +419,14 @@ _K_NOT_128 = (
     "non-contiguous tensor that w8a8_triton_block_scaled_mm's A.is_contiguous() assertion "
     "rejects (an asserted precondition, not a wrong result)"
 )
-BLOCK_SCHEMES = frozenset({"fp8_per_block", "fp8_per_block_fnuz"})
+# integrations/vllm/findings/FINDINGS.md (vllm_ue8m0_group_floor_order.py)
+_UE8M0_FLOOR_ORDER = (
+    "vLLM 0.32 QuantFP8 with use_ue8m0 rounds a group's scale up to a power of two and then "
+    "applies the floor 1 / (448 * 512), so a group whose amax / 448 is below the floor gets "
+    "the non-power-of-two scale 1 / 229376 instead of 2^-17 (the fix, vllm-project/vllm#58032, "
+    "floors first) (integrations/vllm/findings/vllm_ue8m0_group_floor_order.py)"
+)
+BLOCK_SCHEMES = frozenset({"fp8_per_block", "fp8_per_block_fnuz", "fp8_per_block_ue8m0"})
 
 
 def _k_not_multiple_of_128(case: FindingCase) -> bool:
@@ -391,9 +439,15 @@ class VllmTritonBlockFp8Path(_VllmTritonPath):
     name = "vllm_triton_block_fp8"
     kernel = BLOCK_FP8
     table = BLOCK_FP8_TABLE
+
+    @property
+    def kernels(self) -> dict[str, Kernel]:
+        return {k.name: k for k in (BLOCK_FP8, BLOCK_FP8_UE8M0)}
+
     contiguous_codes: ClassVar[bool] = False
     known_findings: ClassVar[tuple[KnownFinding, ...]] = (
         KnownFinding(_K_NOT_128, schemes=BLOCK_SCHEMES, when=_k_not_multiple_of_128),
+        KnownFinding(_UE8M0_FLOOR_ORDER, schemes=frozenset({"fp8_per_block_ue8m0"})),
     )
 
     def numerics(self, scheme: Scheme, problem: LinearProblem) -> Numerics:
@@ -431,4 +485,6 @@ class VllmTritonBlockFp8TailsPath(VllmTritonBlockFp8Path):
     name = "vllm_triton_block_fp8_tails"
     tile = TAIL_TILE
     contiguous_codes = True
-    known_findings: ClassVar[tuple[KnownFinding, ...]] = ()
+    known_findings: ClassVar[tuple[KnownFinding, ...]] = (
+        KnownFinding(_UE8M0_FLOOR_ORDER, schemes=frozenset({"fp8_per_block_ue8m0"})),
+    )
