@@ -215,7 +215,7 @@ _FP8 = frozenset({"e4m3fn", "e4m3fnuz"})
 
 
 def _ue8m0_fp8(spec: QuantSpec) -> bool:
-    return spec.scale_fmt is E8M0 and spec.scale_rounding == "ceil" and spec.format in _FP8
+    return spec.scale_fmt is E8M0 and spec.scale_rounding == "rceil" and spec.format in _FP8
 
 
 def _ue8m0_min_scale_512(amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
@@ -236,6 +236,29 @@ register_convention(
         "vllm-project/vllm#58032 restores; vLLM 0.32 applies it after, a finding)",
         _ue8m0_fp8,
         scale=_ue8m0_min_scale_512,
+    )
+)
+
+
+def _ue8m0_floor_after_rounding(
+    amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec
+) -> torch.Tensor:
+    # the power-of-two scale, then the bound 1 / (qmax * 512) itself (not a power of two)
+    floor = torch.tensor(1.0, dtype=torch.float32) / torch.tensor(
+        spec.qmax * 512, dtype=torch.float32
+    )
+    return torch.maximum(scale, floor)
+
+
+register_convention(
+    Convention(
+        "ue8m0_floor_after_rounding",
+        "power-of-two (UE8M0) FP8 scales are rounded up first and bounded at 1 / (fp8_max * "
+        "512) after, so a tiny tile gets 1 / 229376, not a power of two. Not declared by any "
+        "adapter: vLLM 0.32 does this and upstream fixes it (vllm-project/vllm#58032), so it "
+        "is a finding; kept as the rule that says exactly what that finding does",
+        _ue8m0_fp8,
+        scale=_ue8m0_floor_after_rounding,
     )
 )
 

@@ -187,7 +187,8 @@ def _exact_tiles(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor | None:
 def _scale_fast(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
     """`compute_scale(tile_amax(x))`, fused for large CPU tensors where the tiles fit."""
     tiles = _exact_tiles(x, spec)
-    e8m0 = spec.scale_fmt is E8M0 and spec.scale_rounding in E8M0_MODES
+    # the fused E8M0 rules know the format's own bound only; a clamped spec takes the reference
+    e8m0 = spec.scale_fmt is E8M0 and spec.scale_rounding in E8M0_MODES and spec.clamp_max is None
     if tiles is None:
         amax = tile_amax(x, spec)
     elif e8m0:
@@ -222,8 +223,8 @@ def _quantize_mx_one_pass(x: torch.Tensor, spec: QuantSpec) -> QuantizedTensor |
     the scales and once for the codes. Rows with a NaN or Inf block take the two-pass path,
     whose codes there are the reference's. None where it does not apply."""
     tiles = _exact_tiles(x, spec)
-    if tiles is None or tiles.shape[1] != 1:
-        return None
+    if tiles is None or tiles.shape[1] != 1 or spec.clamp_max is not None:
+        return None  # the fused rules know the format's own bound only
     if spec.scale_fmt is not E8M0 or spec.scale_rounding not in E8M0_MODES:
         return None
     rule = e8m0_rule(spec.scale_rounding, spec.format)

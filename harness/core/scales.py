@@ -134,8 +134,11 @@ class _Element:
     max_mantissa: int  # the 23-bit float32 mantissa field of the format's largest value
 
     @classmethod
-    def of(cls, fmt: ElementFormat) -> _Element:
-        max_bits = torch.tensor(fmt.max_finite, dtype=torch.float32).view(torch.int32)
+    def of(cls, fmt: ElementFormat, bound: float | None = None) -> _Element:
+        """``bound``: the spec's saturation bound where it is below the format's largest
+        value (a clamped e4m3fnuz's 224): the largest value a scaled block must fit under."""
+        top = fmt.max_finite if bound is None else bound
+        max_bits = torch.tensor(top, dtype=torch.float32).view(torch.int32)
         return cls(fmt.emax, fmt.mant_bits, int(max_bits) & _F32_MANT_MASK)
 
 
@@ -148,7 +151,7 @@ def _e8m0_rule(exponent: ExponentRule) -> ScaleRule:
     """Wrap an exponent rule with the shared edge cases and the clamp to E8M0's range."""
 
     def rule(amax: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
-        element = _Element.of(get_format(spec.format))
+        element = _Element.of(get_format(spec.format), spec.clamp_max)
         bits = amax.float().contiguous().view(torch.int32)
         exp_field = (bits >> _F32_MANT_BITS) & 0xFF
         mantissa = bits & _F32_MANT_MASK

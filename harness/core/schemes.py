@@ -173,14 +173,16 @@ for _granularity in ("per_tensor", "per_channel"):
 # ------------------------------------------------------------------ FP8, UE8M0 scales
 # DeepSeek-V3.1-style block FP8 with power-of-two (UE8M0) scales: 128x128 e4m3fn weight
 # blocks and dynamic 1x128 activation groups as fp8_per_block, each scale the power of two at
-# or above amax / 448 (E8M0 "ceil": no element saturates), stored as an E8M0 byte. What
-# vLLM's group quantizers do with `use_ue8m0` and DeepGEMM's scale layout on Blackwell take.
+# or above amax / 448 (E8M0 "rceil": exp2(ceil(log2(amax / 448))), no element saturates),
+# stored as an E8M0 byte: what vLLM's group quantizers compute with `use_ue8m0` and
+# DeepGEMM's scale layout on Blackwell takes. (E8M0 "ceil" is OCP MX's rule,
+# ceil(log2(amax)) - emax, which can be one binade higher.)
 FP8_PER_BLOCK_UE8M0 = "fp8_per_block_ue8m0"
 _ue8m0_weight = QuantSpec(
-    "e4m3fn", block=(FP8_BLOCK, FP8_BLOCK), scale_format=E8M0.name, scale_rounding="ceil"
+    "e4m3fn", block=(FP8_BLOCK, FP8_BLOCK), scale_format=E8M0.name, scale_rounding="rceil"
 )
 _ue8m0_activation = QuantSpec(
-    "e4m3fn", block=(1, FP8_BLOCK), scale_format=E8M0.name, scale_rounding="ceil", dynamic=True
+    "e4m3fn", block=(1, FP8_BLOCK), scale_format=E8M0.name, scale_rounding="rceil", dynamic=True
 )
 register_scheme(
     Scheme(
@@ -191,7 +193,7 @@ register_scheme(
         sqnr_floor_db=sqnr_floor_db(_ue8m0_weight, _ue8m0_activation),
         description=(
             "FP8 e4m3fn, 128x128 weight blocks and dynamic 1x128 activation groups, "
-            "power-of-two (UE8M0) scales rounded up"
+            "power-of-two (UE8M0) scales: amax / 448 rounded up to a power of two"
         ),
     )
 )

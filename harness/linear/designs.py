@@ -208,6 +208,41 @@ def _subnormal_codes(scheme_name: str, shape: Shape, base: str) -> Inputs:
     return {"x": x, "w": w, "bias": bias_vector(f"{base}/bias", n), "calibration": x}
 
 
+# Weight scale exponents, one per scale tile in turn: both signs, the ends a decoder's
+# special cases sit near (2^7 is E8M0 byte 134, the decoded 128.0 a float-valued sentinel
+# test mistakes for the NaN byte 0xFF), and zero.
+SCALE_SPAN_EXPONENTS = (7, -7, 0, 12, -12, 3, -3, 8, -8, 1, -1, 5)
+
+
+def _scale_span_shape(scheme: Scheme) -> Shape:
+    """Enough scale tiles for every exponent of `SCALE_SPAN_EXPONENTS` at least once."""
+    return (4, 256, 1536) if scheme.weight.block[0] == 128 else (4, 32, 256)
+
+
+def _e8m0_scale_span(scheme_name: str, shape: Shape, base: str) -> Inputs:
+    """Seeded inputs whose weight scale tiles have amax exactly qmax * 2^e, e cycling
+    through `SCALE_SPAN_EXPONENTS`, so every E8M0 rule gives each tile the scale 2^e: a
+    decoder of stored E8M0 bytes meets each of those codes (2^7 among them)."""
+    scheme = get_scheme(scheme_name)
+    spec = scheme.weight
+    m, n, k = shape
+    x = scaled_normal(f"{base}/x", m, k, scheme.activation)
+    w = scaled_normal(f"{base}/w", n, k, spec)
+    rows, cols = tile_shape(spec, w.shape)
+    tile = 0
+    for r0 in range(0, n, rows):
+        for c0 in range(0, k, cols):
+            block = w[r0 : r0 + rows, c0 : c0 + cols]
+            peak = spec.qmax * 2.0 ** SCALE_SPAN_EXPONENTS[tile % len(SCALE_SPAN_EXPONENTS)]
+            block.mul_(peak / float(block.abs().max()))
+            r, c = divmod(int(block.abs().argmax()), block.shape[1])
+            block[r, c] = peak if float(block[r, c]) > 0 else -peak  # exactly qmax * 2^e
+            tile += 1
+    if tile < len(SCALE_SPAN_EXPONENTS):
+        raise AssertionError(f"e8m0_scale_span: {tile} scale tiles for {scheme_name}")
+    return {"x": x, "w": w, "bias": bias_vector(f"{base}/bias", n), "calibration": x}
+
+
 MX_ACTIVATIONS = (
     "w_mxfp4_a_mxfp4",
     "w_mxfp4_a_mxfp4@rceil",
@@ -280,6 +315,21 @@ DESIGNS: tuple[Design, ...] = (
         _fixed((2, 256, 384)),
         ("bf16",),
         _seeded,
+    ),
+    Design(
+        "e8m0_scale_span",
+        "a decoder of stored E8M0 scales wrong at some codes (a NaN test on the decoded value)",
+        (
+            "fp8_per_block_ue8m0",
+            "w_mxfp4",
+            "w_mxfp4_a_mxfp4",
+            "w_mxfp4_a_fp8_per_token",
+            "w_mxfp6_e3m2",
+            "w_mxfp8_a_mxfp8",
+        ),
+        _scale_span_shape,
+        ("bf16", "fp32"),
+        _e8m0_scale_span,
     ),
     Design(
         "subnormal_codes",

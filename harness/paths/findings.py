@@ -77,15 +77,17 @@ class KnownFinding:
     out_dtypes: frozenset[torch.dtype] | None = None
     cases: frozenset[str] | None = None  # FindingCase.case values
     when: CasePredicate | None = None
-    # rules of harness.core.conventions that reproduce the finding exactly (scoped xfails)
+    # rules of harness.core.conventions that reproduce the finding exactly (scoped xfails),
+    # in place of the declared conventions named in ``replaces``
     behaves_as: frozenset[str] = frozenset()
+    replaces: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         unknown = set(self.suites or ()) - SUITES
         if unknown:
             known = sorted(SUITES)
             raise ValueError(f"KnownFinding: unknown suites {sorted(unknown)}; known: {known}")
-        for rule in self.behaves_as:
+        for rule in self.behaves_as | self.replaces:
             get_convention(rule)  # an unknown rule is refused where the finding is declared
 
     def matches(self, case: FindingCase) -> bool:
@@ -108,6 +110,18 @@ def matching_findings(plugin: object, case: FindingCase) -> list[KnownFinding]:
     if isinstance(declared, Mapping):
         return []
     return [f for f in declared if f.matches(case)]
+
+
+def finding_rules(
+    findings: list[KnownFinding], conventions: frozenset[str]
+) -> frozenset[str] | None:
+    """The conventions a case is held to if it does what its matching findings say: the
+    declared ones less those the findings replace, plus their rules. None where a finding
+    names no rules (it covers its whole case)."""
+    if not findings or not all(f.behaves_as for f in findings):
+        return None
+    replaced = frozenset().union(*(f.replaces for f in findings))
+    return (conventions - replaced) | frozenset().union(*(f.behaves_as for f in findings))
 
 
 def known_finding(plugin: object, case: FindingCase) -> str | None:

@@ -117,3 +117,21 @@ def test_finding_models_follow_each_rule_and_their_union() -> None:
     assert bool((model.codes != reference.codes).all())  # every tie moved, away from zero
     both = finding_models(q, spec, [ties, zeros], x)
     assert len(both) == 3
+
+
+def test_finding_rules_replace_the_conventions_they_name() -> None:
+    """A case under findings with rules is held to the declared conventions less those the
+    findings replace, plus their rules; any finding without rules leaves nothing to scope."""
+    from harness.paths.findings import finding_rules
+
+    declared = frozenset({"min_scale_1_over_512max", "ue8m0_min_scale_1_over_512max"})
+    order = KnownFinding(
+        "order",
+        behaves_as=frozenset({"ue8m0_floor_after_rounding"}),
+        replaces=frozenset({"ue8m0_min_scale_1_over_512max"}),
+    )
+    assert finding_rules([order], declared) == frozenset(
+        {"min_scale_1_over_512max", "ue8m0_floor_after_rounding"}
+    )
+    assert finding_rules([order, KnownFinding("whole")], declared) is None
+    assert finding_rules([], declared) is None

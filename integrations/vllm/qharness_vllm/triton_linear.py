@@ -447,7 +447,12 @@ class VllmTritonBlockFp8Path(_VllmTritonPath):
     contiguous_codes: ClassVar[bool] = False
     known_findings: ClassVar[tuple[KnownFinding, ...]] = (
         KnownFinding(_K_NOT_128, schemes=BLOCK_SCHEMES, when=_k_not_multiple_of_128),
-        KnownFinding(_UE8M0_FLOOR_ORDER, schemes=frozenset({"fp8_per_block_ue8m0"})),
+        KnownFinding(
+            _UE8M0_FLOOR_ORDER,
+            schemes=frozenset({"fp8_per_block_ue8m0"}),
+            behaves_as=frozenset({"ue8m0_floor_after_rounding"}),
+            replaces=frozenset({"ue8m0_min_scale_1_over_512max"}),
+        ),
     )
 
     def numerics(self, scheme: Scheme, problem: LinearProblem) -> Numerics:
@@ -486,5 +491,10 @@ class VllmTritonBlockFp8TailsPath(VllmTritonBlockFp8Path):
     tile = TAIL_TILE
     contiguous_codes = True
     known_findings: ClassVar[tuple[KnownFinding, ...]] = (
-        KnownFinding(_UE8M0_FLOOR_ORDER, schemes=frozenset({"fp8_per_block_ue8m0"})),
+        KnownFinding(
+            _UE8M0_FLOOR_ORDER,
+            schemes=frozenset({"fp8_per_block_ue8m0"}),
+            behaves_as=frozenset({"ue8m0_floor_after_rounding"}),
+            replaces=frozenset({"ue8m0_min_scale_1_over_512max"}),
+        ),
     )
