@@ -17,6 +17,9 @@ the fault and once on the control (the installed code, or for a ``present`` bug 
 forward-ported fix), with the suites and checks exactly as they are. Outcome:
 
 - **caught**: a test that is not an xfail fails with the fault, and the control passes;
+  or a **known finding** names the bug: a test xfails with the fault and passes with the
+  control (the forward-ported fix of a present bug), or xfails on both sides naming fewer
+  findings on the control (the harness names every finding whose rule explains a case);
 - **missed**: both pass (the note says when the faulty file was never imported);
 - **broken**: the control fails, the fault does not apply, or a run errors out.
 
@@ -419,6 +422,8 @@ class RunResult:
     log: str = ""  # pytest's output (a shared control run's is under the first entry's logs)
     xfailed: list[str] = field(default_factory=list)
     passed: set[str] = field(default_factory=set, repr=False)  # not written to results
+    # xfailed test -> the known finding(s) it names (not written to results)
+    findings: dict[str, str] = field(default_factory=dict, repr=False)
 
 
 @dataclass
@@ -430,6 +435,19 @@ class JunitOutcome:
     xfailed: list[str] = field(default_factory=list)
     passed: set[str] = field(default_factory=set)
     counts: dict[str, int] = field(default_factory=dict)
+    findings: dict[str, str] = field(default_factory=dict)  # xfailed test -> finding text
+
+
+# The harness's xfail reason for a known finding: "known finding: <text> | <what happened>"
+# (harness/pytest_plugin/verdicts.py); the text names the finding(s) the case reproduces.
+KNOWN_FINDING_PREFIX = "known finding: "
+
+
+def finding_named(message: str) -> str:
+    """The finding text of a harness xfail reason ("" for another xfail)."""
+    if not message.startswith(KNOWN_FINDING_PREFIX):
+        return ""
+    return message[len(KNOWN_FINDING_PREFIX) :].split(" | ", 1)[0]
 
 
 def junit_outcome(path: Path) -> JunitOutcome:
@@ -453,6 +471,7 @@ def junit_outcome(path: Path) -> JunitOutcome:
         elif skipped is not None and skipped.get("type") == "pytest.xfail":
             out.counts["xfailed"] += 1
             out.xfailed.append(ident)
+            out.findings[ident] = finding_named((skipped.get("message") or "").strip())
         elif skipped is not None:
             out.counts["skipped"] += 1
         else:
@@ -537,6 +556,7 @@ def run_pytest(
         log=str(log),
         xfailed=outcome.xfailed,
         passed=outcome.passed,
+        findings=outcome.findings,
     )
 
 
@@ -604,6 +624,24 @@ def real_failures(run: RunResult) -> list[str]:
     return [f for f in run.failed if XPASS_STRICT not in f]
 
 
+def partly_cleared(
+    fault_runs: list[RunResult], control_runs: list[RunResult]
+) -> set[tuple[str, str]]:
+    """Tests that xfail on both sides where the control names fewer known findings: the
+    harness names each finding whose rule explains a case (joined by " + "), so a fix that
+    clears one of several findings of a case shows as a finding gone from its xfail."""
+    on_fault = {t: f for run in fault_runs for t, f in run.findings.items()}
+    on_control = {t: f for run in control_runs for t, f in run.findings.items()}
+    out = set()
+    for test, named in on_fault.items():
+        fault_set = set(filter(None, named.split(" + ")))
+        control_set = set(filter(None, on_control.get(test, "").split(" + ")))
+        if test in on_control and control_set and control_set < fault_set:
+            gone = len(fault_set - control_set)
+            out.add((test, f"{gone} of its {len(fault_set)} findings cleared by the control"))
+    return out
+
+
 def judge(fault_runs: list[RunResult], control_runs: list[RunResult]) -> tuple[str, str, list[str]]:
     """caught / missed / broken, why, and the catching checks, from the two sides' runs.
 
@@ -632,6 +670,13 @@ def judge(fault_runs: list[RunResult], control_runs: list[RunResult]) -> tuple[s
             "caught",
             "a known finding names it: xfail with the fault, passes with the fix",
             [f"{t}: known finding (xfail), cleared by the control" for t in known],
+        )
+    partly = sorted(partly_cleared(fault_runs, control_runs))
+    if partly:
+        return (
+            "caught",
+            "a known finding names it: the fix clears that finding, others still xfail",
+            [f"{t}: known finding (xfail), {why}" for t, why in partly],
         )
     if not any(run.reached for run in fault_runs):
         return "missed", "the selection never imported the faulty code", []

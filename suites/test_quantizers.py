@@ -237,6 +237,7 @@ class Mismatches:
     wrong_scale: int = 0
     names: list[str] | None = None
     unexplained: list[str] = field(default_factory=list)
+    explained_by: set[int] = field(default_factory=set)  # indices of models that explain a tile
 
     def add(
         self,
@@ -259,8 +260,10 @@ class Mismatches:
         self.names = (self.names or []) + [label(r, c) for r, c in differs.nonzero().tolist()]
         if models is not None:
             unexplained = differs.clone()
-            for model in models:
+            for i, model in enumerate(models):
                 model_codes, model_scale = self._wrong(actual, model, zero_tiles)
+                if bool((differs & ~(model_codes | model_scale)).any()):
+                    self.explained_by.add(i)
                 unexplained &= model_codes | model_scale
             self.unexplained += [label(r, c) for r, c in unexplained.nonzero().tolist()]
 
@@ -286,6 +289,18 @@ def _models(
     finding, or one that covers the whole case)."""
     q = get_quantizer(quantizer)
     return finding_models(q, spec, matching_findings(q, case), x, scale)
+
+
+def _explaining(q: Any, case: FindingCase, found: Mismatches) -> str | None:
+    """The text of the known finding(s) that cover ``case``: with scoped findings, the ones
+    whose rules explain a differing tile, joined (all of them when only their union does);
+    else the first that matches."""
+    findings = matching_findings(q, case)
+    if not found.explained_by or not all(f.behaves_as for f in findings):
+        return known_finding(q, case)
+    singles = sorted(i for i in found.explained_by if i < len(findings))
+    chosen = singles or range(len(findings))
+    return " + ".join(findings[i].text for i in chosen)
 
 
 def _check(
@@ -316,7 +331,7 @@ def _verdict(
         f"{len(names)}/{found.tiles} tiles differ ({found.wrong_scale} in the "
         f"scale, {found.wrong_codes} in element codes); first: {', '.join(names[:SHOWN])}"
     )
-    finding = known_finding(get_quantizer(quantizer), case)
+    finding = _explaining(get_quantizer(quantizer), case, found)
     if finding is not None and names:
         # A finding that names its rules explains only the tiles those rules reproduce:
         # any other difference is a fault of its own, and fails the case.

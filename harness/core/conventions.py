@@ -519,3 +519,46 @@ register_convention(
         positive_zero_codes=True,
     )
 )
+
+
+def _rceil_mode(spec: QuantSpec) -> bool:
+    return spec.scale_fmt is E8M0 and spec.scale_rounding == "rceil"
+
+
+def _rceil_by_float32_log2(amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    # exponent ceil(log2(fp32(amax / max))) clamped to E8M0's [-127, 127]; non-finite amax
+    # keeps the scale the other rules give it
+    descale = amax.float() / get_format(spec.format).max_finite
+    e = torch.clamp(torch.ceil(torch.log2(descale)), min=-127, max=127)
+    return torch.where(torch.isfinite(amax), torch.exp2(e), scale)
+
+
+register_convention(
+    Convention(
+        "rceil_float32_log2",
+        "the RCEIL exponent is ceil(log2(amax / max)) taken in float32, where log2 of a value "
+        "just above 2^k rounds to k, so such a block gets 2^k and saturates instead of 2^(k+1). "
+        "Not declared by any adapter: torchao 0.18's eager _to_mx_rceil does this and torchao "
+        "main changed it (pytorch/ao#4725), so it is a finding; kept as the rule that says "
+        "exactly what it does",
+        _rceil_mode,
+        scale=_rceil_by_float32_log2,
+    )
+)
+
+
+def _code0_divides_by_one(scale: torch.Tensor) -> torch.Tensor:
+    return torch.where(scale == 2.0**-127, torch.ones_like(scale), scale)
+
+
+register_convention(
+    Convention(
+        "e8m0_code0_divides_by_one",
+        "a block whose E8M0 scale is 2^-127 (code 0x00) has its elements multiplied by 1 "
+        "instead of 2^127. Not declared by any adapter: torchao 0.18's eager _to_mx_rceil does "
+        "this and torchao main changed it (pytorch/ao#4725), so it is a finding; kept as the "
+        "rule that says exactly what it does",
+        _rceil_mode,
+        divisor=_code0_divides_by_one,
+    )
+)

@@ -316,3 +316,32 @@ def still_running(standin: dict[str, Path]) -> bool:
     """Whether a pytest of this stand-in's checks is still alive."""
     listing = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     return any("pytest" in line and str(standin["root"]) in line for line in listing.splitlines())
+
+
+def test_a_fix_that_clears_one_of_several_findings_catches() -> None:
+    """A case that xfails on both sides, naming fewer known findings on the control, was
+    caught by the finding the fix cleared; the same findings on both sides catch nothing."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "corpus_script", Path(__file__).resolve().parents[2] / "scripts" / "corpus.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    corpus = importlib.util.module_from_spec(spec)
+    sys.modules["corpus_script"] = corpus
+    spec.loader.exec_module(corpus)
+    test = "suites.test_quantizers::test_quantizer_on_mx_edge_cases[q-e4m3fn-rceil]"
+    assert corpus.finding_named("known finding: A + B | 3/9 tiles differ") == "A + B"
+    assert corpus.finding_named("some other reason") == ""
+
+    def run(label: str, named: str) -> object:
+        return corpus.RunResult(label, 0, 1.0, xfailed=[test], findings={test: named})
+
+    outcome, _, catching = corpus.judge([run("fault", "A + B")], [run("control", "B")])
+    assert outcome == "caught"
+    assert catching == [
+        f"{test}: known finding (xfail), 1 of its 2 findings cleared by the control"
+    ]
+    outcome, _, _ = corpus.judge([run("fault", "A + B")], [run("control", "A + B")])
+    assert outcome == "missed"

@@ -54,19 +54,31 @@ def to_harness_codes(qdata: torch.Tensor, fmt: str, shape: torch.Size) -> torch.
     return qdata.view(torch.uint8).reshape(shape)
 
 
-RCEIL_FALLBACK = (
-    "rceil outside torch.compile on an SM100 GPU (the pure-torch fallback of _to_mx_rceil, "
-    "eager on any device; compiled on CPU the same): (1) the exponent is "
-    "ceil(log2(amax / max)) in float32, which rounds amax's excess over max * 2^k away, so "
-    "a block one float32 step above max * 2^k gets 2^k instead of 2^(k+1) and its largest "
-    "element saturates, for k >= 4 or k <= -5, every element format (case above_max@k); "
-    "(2) a block whose scale code is 0x00 (2^-127) is multiplied by 1 instead of 2^127, so "
-    "every element of a non-zero block with amax at most max * 2^-127 becomes 0 (cases "
-    "at_max@-127, two_pow_m127, *_pow2@-126, subnormal_only); both fixed on torchao main "
-    "(pytorch/ao#4725, commit 5d73a0c, after 0.18.0); (3) a block holding Inf gets the "
-    "finite scale 2^127 (0xFE) and saturated elements instead of the NaN scale 0xFF, also "
-    "changed on main by pytorch/ao#4725"
+# rceil outside torch.compile on an SM100 GPU (the pure-torch fallback of _to_mx_rceil, eager
+# on any device; compiled on CPU the same): three findings, each with the rule that
+# reproduces it (harness.core.conventions), so each case xfails only where they explain it.
+_RCEIL = "torchao 0.18 rceil fallback (_to_mx_rceil, eager): "
+RCEIL_LOG2 = (
+    _RCEIL + "the exponent is ceil(log2(amax / max)) in float32, which rounds amax's excess "
+    "over max * 2^k away, so a block one float32 step above max * 2^k gets 2^k instead of "
+    "2^(k+1) and its largest element saturates, for k >= 4 or k <= -5, every element format "
+    "(case above_max@k); fixed on torchao main (pytorch/ao#4725, commit 5d73a0c)"
 )
+RCEIL_CODE0 = (
+    _RCEIL + "a block whose scale code is 0x00 (2^-127) is multiplied by 1 instead of 2^127, "
+    "so every element of a non-zero block with amax at most max * 2^-127 becomes 0 (cases "
+    "at_max@-127, two_pow_m127, *_pow2@-126, subnormal_only); fixed on torchao main "
+    "(pytorch/ao#4725, commit 5d73a0c)"
+)
+RCEIL_INF = (
+    _RCEIL + "a block holding Inf gets the finite scale 2^127 (0xFE) and saturated elements "
+    "instead of the NaN scale 0xFF; changed on torchao main by pytorch/ao#4725"
+)
+RCEIL_FINDINGS = {
+    RCEIL_LOG2: "rceil_float32_log2",
+    RCEIL_CODE0: "e8m0_code0_divides_by_one",
+    RCEIL_INF: "mx_inf_amax_scale_0xfe",
+}
 E8M0_ENDS = (
     "floor/even/ceil at the ends of E8M0 (torchao 0.18): a block holding Inf gets the finite "
     "scale 2^(128 - emax) (Inf's exponent field read as 2^128) and saturated elements, not "
@@ -83,11 +95,15 @@ class ToMXQuantizer:
     conventions: frozenset[str] = frozenset()
 
     known_findings: ClassVar[tuple[KnownFinding, ...]] = (
-        KnownFinding(
-            RCEIL_FALLBACK,
-            suites=frozenset({"quantizers"}),
-            cases=frozenset({"edge_cases", "mx_scale_points", "degenerate"}),
-            when=lambda case: case.scale_mode == "rceil",
+        *(
+            KnownFinding(
+                text,
+                suites=frozenset({"quantizers"}),
+                cases=frozenset({"edge_cases", "mx_scale_points", "degenerate"}),
+                when=lambda case: case.scale_mode == "rceil",
+                behaves_as=frozenset({rule}),
+            )
+            for text, rule in RCEIL_FINDINGS.items()
         ),
         KnownFinding(
             E8M0_ENDS,
