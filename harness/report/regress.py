@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness.report.schema import FIELDS
+
 SQNR_DROP_DB = 1.0
 RATIO_RISE = 0.1
 PEAK_GROWTH = 0.05
@@ -40,6 +42,18 @@ RAN_OK = ("passed", "xpassed")
 BAD = ("failed", "error", "xfailed")
 REFERENCE_PATHS = ("emulated",)
 EMULATED_KERNEL = "emulated"
+
+# What the rules read besides the compared values: the test's identity and state, and the
+# benchmark's spread (its noise band sits beside the mean that regresses).
+STATE_COLUMNS = ("nodeid", "path", "outcome", "reason", "kernel", "suite")
+COMPANION_COLUMNS = ("bench_stddev_s",)
+
+
+def compared_columns() -> list[str]:
+    """The merged columns: state, every history field the schema marks as regressing (read
+    when called, so a field added with ``regresses`` is compared), and companions."""
+    compared = [f.name for f in FIELDS if f.regresses is not None and f.dtype is not None]
+    return [*STATE_COLUMNS, *compared, *COMPANION_COLUMNS]
 
 
 @dataclass(frozen=True)
@@ -90,8 +104,7 @@ def find_regressions(
         return []
     run_id = str(new["run_id"].iloc[0])
     platform = str(new["platform"].iloc[0])
-    keep = ["nodeid", "path", "outcome", "reason", "kernel", "sqnr_db"]
-    keep += ["worst_error_to_bound", "peak_bytes", "bench_mean_s", "bench_stddev_s", "suite"]
+    keep = compared_columns()
     m = pd.merge(
         old[keep].drop_duplicates("nodeid"),
         new[keep].drop_duplicates("nodeid"),

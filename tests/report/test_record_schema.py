@@ -123,3 +123,18 @@ def test_a_record_with_several_faults_is_named_by_its_reason_first() -> None:
     doc = {"schema": "qharness.results/1", "created": "x", "exitstatus": 0}
     problem = results.results_problem({**doc, "platform": platform, "records": [record]})
     assert problem == "records[0].reason must be a string or null, got 3"
+
+
+def test_regression_merge_reads_the_schema_regressing_fields() -> None:
+    """regress.py compares exactly the history fields the schema marks ``regresses`` (plus
+    its state and companion columns), and each of them is a history column."""
+    from harness.report.frame import COLUMNS
+    from harness.report.regress import COMPANION_COLUMNS, STATE_COLUMNS, compared_columns
+    from harness.report.schema import FIELDS
+
+    marked = {f.name for f in FIELDS if f.regresses is not None and f.dtype is not None}
+    cols = compared_columns()
+    assert marked == set(cols) - set(STATE_COLUMNS) - set(COMPANION_COLUMNS)
+    assert {"sqnr_db", "worst_error_to_bound", "peak_bytes", "bench_mean_s"} <= marked
+    assert set(cols) <= set(COLUMNS)
+    assert len(cols) == len(set(cols))
