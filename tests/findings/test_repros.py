@@ -23,7 +23,7 @@ from tests.hang_guard import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
 INDEX = ROOT / "docs" / "ENGINE-FINDINGS.md"
-ENGINES = ("torchao", "quark", "vllm", "aiter")
+ENGINES = ("torchao", "quark", "vllm", "aiter", "sglang")
 REPRODUCES, FIXED, NOT_HERE = 0, 3, 4
 
 # script -> the engine venv that runs it
