@@ -12,7 +12,6 @@ from typing import Any
 
 import torch
 
-
 # Triton's FP8 element types -> the torch dtype whose cast rounds as Triton's RTNE conversion
 # specifies (round to nearest, ties to even).
 _TORCH_FP8: dict[str, torch.dtype] = {

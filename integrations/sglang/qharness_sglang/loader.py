@@ -33,8 +33,8 @@ import importlib.util
 import os
 import sys
 import types
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -53,7 +53,12 @@ BARE_PACKAGES = (
 )
 
 
-def _root() -> str:
+def sglang_root() -> str:
+    """The installed ``sglang`` folder, found without running its ``__init__`` (also once
+    `_install_stubs` has registered the bare package, which has no ``__spec__``)."""
+    module = sys.modules.get("sglang")
+    if module is not None and getattr(module, "__path__", None):
+        return str(next(iter(module.__path__)))
     spec = importlib.util.find_spec("sglang")  # locates the package, runs nothing
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("sglang is not installed")
@@ -75,7 +80,7 @@ def _no_cuda_jit() -> Any:
 
 
 def _install_stubs() -> None:
-    root = _root()
+    root = sglang_root()
     for name in BARE_PACKAGES:
         if name not in sys.modules:
             _module(name, os.path.join(root, *name.split(".")[1:]))

@@ -59,7 +59,10 @@ class _SglangGroupQuantizer:
         if spec.format != fmt or spec.scale_format != "fp32" or spec.scale_rounding != "exact":
             return Support.no(f"{self.name}: {fmt} (SGLang's FP8 on {platform.arch}) only")
         if spec.block != self.block:
-            return Support.no(f"{self.name}: {self.name.removeprefix('sglang_')} tiles only ({spec.granularity} asked)")
+            return Support.no(
+                f"{self.name}: {self.name.removeprefix('sglang_')} tiles only, "
+                f"not {spec.granularity}"
+            )
         if spec.clamp_max not in (None, bound):
             return Support.no(f"{self.name}: saturates at SGLang's fp8_max, not {spec.clamp_max}")
         return Support.yes()

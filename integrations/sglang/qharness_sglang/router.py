@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import importlib.util
 import os
 from collections.abc import Callable
 from typing import Any, Optional
@@ -29,6 +28,7 @@ from typing import Any, Optional
 import torch
 
 from harness import PlatformInfo, RouterMoEPathBase, Routing, RoutingSpec, Support
+from qharness_sglang.loader import sglang_root
 
 TOPK_FILE = os.path.join("srt", "layers", "moe", "topk.py")
 FUNCTIONS = ("grouped_topk_gpu", "biased_grouped_topk_impl")
@@ -42,10 +42,7 @@ def _no_shared_experts(**kwargs: Any) -> Any:
 @functools.cache
 def sglang_torch_routers() -> dict[str, Callable[..., Any]]:
     """The functions `FUNCTIONS` as SGLang's installed ``topk.py`` defines them."""
-    spec = importlib.util.find_spec("sglang")  # locates the package, runs nothing
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("sglang is not installed")
-    path = os.path.join(next(iter(spec.submodule_search_locations)), TOPK_FILE)
+    path = os.path.join(sglang_root(), TOPK_FILE)
     with open(path, encoding="utf-8") as f:
         tree = ast.parse(f.read(), path)
     body: list[ast.stmt] = []
