@@ -14,7 +14,7 @@ runs the suites and self-tests that exercise the adapter (``-k``, where the engi
 a keyword), into a run directory ``reports/engine-<engine>/`` laid out like ``harness run``'s
 (results, junit, summary.md, report.html, repro bundles, pytest.log), its results also
 copied to ``reports/engine-<engine>.json``; it prints a few lines per run. An engine
-whose kernels run on simulated GPUs (aiter, vllm-triton: their Triton kernels under
+whose kernels run on simulated GPUs (aiter, vllm-triton, sglang: their Triton kernels under
 Triton's interpreter) runs once per simulated arch, with ``QHARNESS_SIMULATE`` and
 ``TRITON_INTERPRET=1`` set, into ``reports/engine-<engine>-<arch>/``. ``vllm-triton`` and ``models``
 reuse the vllm venv; ``models`` runs real checkpoints made by llm-compressor and AMD
