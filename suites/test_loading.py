@@ -24,8 +24,8 @@ from harness.loading.cases import (
 )
 from harness.loading.checkpoint import LinearCheckpoint
 from harness.loading.checks import (
-    check_runtime_format,
     check_fused_scale_shared,
+    check_runtime_format,
     check_shards_match_checkpoint,
     loader_agreement_checks,
     output_bound,
