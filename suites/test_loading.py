@@ -24,6 +24,7 @@ from harness.loading.cases import (
 )
 from harness.loading.checkpoint import LinearCheckpoint
 from harness.loading.checks import (
+    check_fused_scale_shared,
     check_runtime_format,
     check_shards_match_checkpoint,
     loader_agreement_checks,
@@ -70,7 +71,11 @@ def test_loaded_shards_dequantize_to_checkpoint(
     _, ckpt = _checkpoint(golden_store, p)
     loaded = _load(p.loader, ckpt, p.flavour)
     record_checks(
-        [check_runtime_format(loaded, p.flavour), check_shards_match_checkpoint(ckpt, loaded)]
+        [
+            check_runtime_format(loaded, p.flavour),
+            check_shards_match_checkpoint(ckpt, loaded),
+            check_fused_scale_shared(ckpt, loaded),
+        ]
     )
 
 

@@ -41,6 +41,7 @@ from harness.loading.invariants import (
     bias_application_counts,
     runtime_differences,
     shard_violations,
+    shared_scale_violations,
 )
 from harness.loading.loaders import LoadedLayer
 from harness.paths.bounds import GemmInterval
@@ -59,6 +60,14 @@ def check_shards_match_checkpoint(ckpt: LinearCheckpoint, loaded: LoadedLayer) -
     if not problems:
         return passed("shards_match_checkpoint")
     return failed("shards_match_checkpoint", "; ".join(problems))
+
+
+def check_fused_scale_shared(ckpt: LinearCheckpoint, loaded: LoadedLayer) -> CheckResult:
+    """Fused per-tensor shards share one weight scale: the largest shard scale."""
+    problems = shared_scale_violations(ckpt, loaded)
+    if not problems:
+        return passed("fused_scale_shared")
+    return failed("fused_scale_shared", "; ".join(problems))
 
 
 def agreement_check_name(loader: str, first: str) -> str:

@@ -3,6 +3,8 @@
 - every shard of the loaded layer dequantizes to what the checkpoint's shard stands for:
   bit-exactly where no requantization happened (flavour normalization is exact), within one
   ULP of the runtime format where a shard was requantized to a larger scale;
+- a fused per-tensor layer holds one weight scale, shared by all shards: the largest
+  shard scale (`shared_scale_violations`);
 - two loaders give bit-identical runtime tensors;
 - the bias is applied exactly once (`bias_application_counts`).
 
@@ -88,6 +90,43 @@ def shard_violations(ckpt: LinearCheckpoint, loaded: LoadedLayer) -> list[str]:
     return problems
 
 
+def code_value_ratio(stored: str, runtime: str) -> float:
+    """Value of an FP8 code in ``stored`` over its value in ``runtime`` (1, or 2 between the
+    e4m3fn and e4m3fnuz flavours): what a flavour conversion multiplies the scale by."""
+    probe = torch.tensor([0x40], dtype=torch.uint8)
+    return float(decode(probe, stored)[0]) / float(decode(probe, runtime)[0])
+
+
+def shared_scale_violations(ckpt: LinearCheckpoint, loaded: LoadedLayer) -> list[str]:
+    """A fused per-tensor layer holds one weight scale, shared by every shard: the largest
+    shard scale (in the runtime flavour).
+
+    Kernels read one per-tensor scale, so a loader that keeps each shard's own scale, or
+    takes another shard's, serves shards at the wrong magnitude; a larger one than the
+    largest loses bits in every shard for nothing. Other granularities keep their scales
+    per shard: nothing to share.
+    """
+    if ckpt.scheme.weight.block != (WHOLE, WHOLE) or not ckpt.fused:
+        return []
+    held = loaded.layer.weight.scale.reshape(-1).double()
+    distinct = torch.unique(held)
+    if distinct.numel() != 1:
+        values = ", ".join(f"{float(v):.6g}" for v in distinct[:4])
+        return [
+            f"fused per-tensor weight scale is not shared: {distinct.numel()} distinct values "
+            f"({values}) across {len(ckpt.shards)} shards"
+        ]
+    ratio = code_value_ratio(ckpt.scheme.weight.format, loaded.layer.weight.spec.format)
+    shard_scales = [float(s.weight_scale) for s in ckpt.shards if s.weight_scale is not None]
+    shared, top = float(distinct[0]), max(shard_scales) * ratio  # ratio: a power of two, exact
+    if shared != top:  # NaN fails too
+        return [
+            f"shared weight scale {shared:.6g} is not the largest shard scale {top:.6g} "
+            f"(in {loaded.layer.weight.spec.format})"
+        ]
+    return []
+
+
 def runtime_differences(a: LoadedLayer, b: LoadedLayer) -> list[str]:
     """Where two loaded layers differ, bit for bit (codes, scales, bias, runtime formats)."""
     la, lb = a.layer, b.layer
@@ -121,6 +160,7 @@ def check_loader(
     except Exception as exc:  # a valid checkpoint must load: an exception is a finding
         return [f"loader {loader.name} raised {type(exc).__name__}: {exc}"]
     problems = [f"{loader.name}: {p}" for p in shard_violations(ckpt, loaded)]
+    problems += [f"{loader.name}: {p}" for p in shared_scale_violations(ckpt, loaded)]
     if reference is not None:
         other = reference.load(ckpt, target_format)
         problems += [

@@ -306,6 +306,12 @@ CANARIES: tuple[Canary, ...] = (
         loading(("fp8_per_tensor",), ("e4m3fn", "e4m3fnuz")),
     ),
     _loader(
+        "canary_loader_shard_scales",
+        "SHARD_SCALES",
+        "fused shards keep their own scales",
+        loading(("fp8_per_tensor",), ("e4m3fn", "e4m3fnuz")),
+    ),
+    _loader(
         "canary_loader_fnuz_scale",
         "FNUZ_SCALE",
         "fnuz scale doubling",

@@ -106,6 +106,29 @@ FUSED_REQUANT = _replace_step(
 )
 
 
+# ---------------------------------------------- fused shards keep their own scales
+def keep_shard_scales(state: LoadState) -> LoadState:
+    """Fused per-tensor shards kept as each was quantized, with its own scale: no
+    requantization to the largest, and the layer's one scale slot takes the first loaded
+    shard's scale, so every other shard is read with a scale that is not its own."""
+    out = requantize_with_max_scale(state)  # for `unloaded`, and every other granularity
+    spec = state.scheme.weight
+    if spec.block != (WHOLE, WHOLE) or len(state.widths) == 1:
+        return out
+    slots = state.weight_scale.reshape(-1)
+    first = next(i for i in range(len(state.widths)) if i not in out.unloaded)
+    codes = _positive_zeros(state.codes, spec.format)  # the one change: codes kept as stored
+    return dataclasses.replace(out, codes=codes, weight_scale=slots[first].reshape(1))
+
+
+SHARD_SCALES = _replace_step(
+    "canary_loader_shard_scales",
+    requantize_with_max_scale,
+    keep_shard_scales,
+    "fused per-tensor shards keep each shard's own scale",
+)
+
+
 # ------------------------------------------------------- fnuz normalization
 def normalize_without_input_scale(state: LoadState) -> LoadState:
     """fn -> fnuz normalization that doubles the weight scales but not the input scale."""
@@ -137,4 +160,11 @@ FNUZ_0X80 = _replace_step(
     "fnuz normalization keeps the 0x80 code",
 )
 
-__all__ = ["CONTROL_LOADER", "FNUZ_0X80", "FNUZ_SCALE", "FUSED_REQUANT", "STEP_ORDER"]
+__all__ = [
+    "CONTROL_LOADER",
+    "FNUZ_0X80",
+    "FNUZ_SCALE",
+    "FUSED_REQUANT",
+    "SHARD_SCALES",
+    "STEP_ORDER",
+]
