@@ -37,3 +37,17 @@ def test_every_available_capability_is_used_by_a_path(qh_platform: PlatformInfo)
         f"these ops work on {qh_platform.device}/{qh_platform.arch} but no path dispatches to "
         f"them: {unused}; add the schemes they serve to a path's table"
     )
+
+
+def test_fp8_flavour_is_the_one_the_arch_runs(qh_platform: PlatformInfo) -> None:
+    """The platform's FP8 flavour (what quantizers and loaders normalize to) is the flavour
+    the arch's own row of the expectations table multiplies: two tables, one answer. Runs
+    on a GPU and under ``torch:<arch>``, where a flavour chosen by device kind goes wrong."""
+    row = capabilities.EXPECTED.get(qh_platform.arch)
+    if not row:
+        pytest.skip(f"no expectations row for arch {qh_platform.arch} (a CPU names none)")
+    fmt = qh_platform.fp8_format
+    assert f"scaled_mm.tensorwise.{fmt}" in row, (
+        f"{qh_platform.arch} multiplies {sorted(r for r in row if 'tensorwise' in r)} but the "
+        f"platform's FP8 flavour is {fmt}"
+    )

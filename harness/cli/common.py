@@ -12,9 +12,10 @@ from typing import Any
 from harness.errors import UsageError
 
 SIMULATE_HELP = (
-    "simulate a GPU arch on this CPU with Triton's interpreter: triton-interpret:gfx942, "
-    "triton-interpret:gfx950 or triton-interpret:sm_90 (sets QHARNESS_SIMULATE and "
-    "TRITON_INTERPRET=1; needs triton installed)"
+    "simulate a GPU arch on this CPU: triton-interpret:ARCH runs its Triton kernel source "
+    "under Triton's interpreter (sets TRITON_INTERPRET=1; needs triton installed); "
+    "torch:ARCH runs the pure-torch paths under its expectations (no triton); ARCH is "
+    "gfx942, gfx950 or sm_90 (sets QHARNESS_SIMULATE)"
 )
 
 

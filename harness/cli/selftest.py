@@ -1,15 +1,18 @@
 """``selftest``: the project's own gate, in a source checkout: lint, type-check, golden
-integrity, benchmarks once, the self-tests and suites, then the canaries. Every step runs
+integrity, benchmarks once, the self-tests and suites, the platform-dependent tests once per
+simulated arch (``torch:<arch>``, no triton needed), then the canaries. Every step runs
 whatever failed before it (a red job still says whether the canaries were caught), then a
 summary names each step's outcome; only an interrupt stops it early."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,45 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # Modules the selftest's steps run (module -> the distribution to install): qharness[dev].
 SELFTEST_TOOLS = {"ruff": "ruff", "mypy": "mypy", "yaml": "pyyaml", "hypothesis": "hypothesis"}
+
+
+# The tests whose behaviour depends on the platform (they read its FP8 flavour, its native
+# dispatch row, its capability expectations): run once per arch under ``torch:<arch>``, a
+# short step each, so a branch taken only on a GPU arch runs on every CPU runner.
+PLATFORM_DEPENDENT_TESTS: tuple[str, ...] = (
+    "suites/test_platform.py",
+    "tests/platform/test_capabilities.py",
+    "suites/test_linear.py::test_linear",
+    "suites/test_moe.py",
+    "suites/test_loading.py",
+    "suites/test_special_values.py",
+)
+# Within those files: the native paths (dispatch by the arch's row, the arch's FP8 flavour)
+# and the platform's own checks; the emulated paths do not read the platform.
+PLATFORM_DEPENDENT_SELECT = "native or platform"
+
+
+def simulated_steps(
+    archs: tuple[str, ...] | None = None,
+) -> tuple[list[tuple[str, list[str]]], dict[str, dict[str, str]]]:
+    """One pytest step per simulated arch over the platform-dependent tests, and the
+    environment each step runs under (``QHARNESS_SIMULATE=torch:<arch>``)."""
+    from harness.platform.simulate import (
+        SIMULATED_ARCHS,
+        TORCH,
+        Simulation,
+        simulation_environment,
+    )
+
+    steps: list[tuple[str, list[str]]] = []
+    envs: dict[str, dict[str, str]] = {}
+    for arch in archs or tuple(SIMULATED_ARCHS):
+        simulation = Simulation(TORCH, arch)
+        label = f"simulated {simulation.value}: platform-dependent tests"
+        cmd = [sys.executable, "-m", "pytest", *PLATFORM_DEPENDENT_TESTS, "-q", "-n", "0"]
+        steps.append((label, [*cmd, "-k", PLATFORM_DEPENDENT_SELECT]))
+        envs[label] = simulation_environment(simulation)
+    return steps, envs
 
 
 def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
@@ -58,6 +100,7 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     """Lint, type-check, golden integrity, self-tests and suites, then the canaries (every
     faulty plugin caught, every control passing); every step runs, then a summary."""
     selftest_prerequisites()
+    simulated, envs = simulated_steps()
     steps: list[tuple[str, list[str]]] = [
         ("ruff check", [sys.executable, "-m", "ruff", "check", "."]),
         ("ruff format", [sys.executable, "-m", "ruff", "format", "--check", "."]),
@@ -79,12 +122,13 @@ def cmd_selftest(args: argparse.Namespace) -> int:
                 *args.pytest_args,
             ],
         ),
+        *simulated,
         (
             "canaries: faulty plugins, one per bug class, each must be caught (tests/canaries)",
             [sys.executable, "-m", "tests.canaries"],
         ),
     ]
-    return run_steps(steps)
+    return run_steps(steps, envs=envs)
 
 
 @dataclass(frozen=True)
@@ -102,16 +146,23 @@ class StepOutcome:
         return f"failed (exit {self.status})"
 
 
-def run_steps(steps: list[tuple[str, list[str]]], cwd: Path = REPO_ROOT) -> int:
+def run_steps(
+    steps: list[tuple[str, list[str]]],
+    cwd: Path = REPO_ROOT,
+    envs: Mapping[str, Mapping[str, str]] | None = None,
+) -> int:
     """Run every step, print a summary of all of them, and return the exit status of the
     first that failed (a pytest step's mapped by :func:`exit_for_pytest`, 5 included).
+    ``envs``: variables added to a step's environment, by its label.
     An interrupted step (Ctrl-C, SIGTERM) ends the run at once: the user asked to stop."""
     outcomes: list[StepOutcome] = []
     first_failure = EXIT_OK
     for label, cmd in steps:
         print(f"== {label}: {' '.join(cmd[1:])}", flush=True)
         start = time.monotonic()
-        status = subprocess.call(cmd, cwd=cwd)
+        extra = (envs or {}).get(label)
+        env = {**os.environ, **extra} if extra else None
+        status = subprocess.call(cmd, cwd=cwd, env=env)
         outcomes.append(StepOutcome(label, status, time.monotonic() - start))
         if status in (EXIT_INTERRUPTED, -signal.SIGINT, -signal.SIGTERM):
             _print_summary(outcomes, [label for label, _ in steps[len(outcomes) :]])

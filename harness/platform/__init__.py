@@ -23,6 +23,7 @@ Modules, each with its one job:
 
 Simulated platform (Triton's interpreter):
 
+(`QHARNESS_SIMULATE=torch:<arch>` needs no triton: docs/ARCHITECTURE.md, simulate.py.)
 `QHARNESS_SIMULATE=triton-interpret:<arch>` (`harness run|platform --simulate ...`; arch
 `gfx942`, `gfx950`, `sm_90`; `harness/platform/simulate.py`) runs a GPU arch's Triton kernel
 source on this CPU under `TRITON_INTERPRET=1`. `PlatformInfo.simulated` is

@@ -19,6 +19,7 @@ from harness.core.formats import decode, e8m0_decode, encode, get_format
 from harness.core.spec import FP8_BLOCK, MX_BLOCK
 from harness.ops.block_scaled import blockwise_scaled_mm, mx_scaled_mm
 from harness.platform.info import PlatformInfo, detect, platform_key
+from harness.platform.simulate import TORCH_KERNELS_AS_ARCH
 
 Probe = Callable[[torch.device], None]
 PROBES: dict[str, Probe] = {}
@@ -110,8 +111,11 @@ def cpu_scaled_mm_kernel() -> str:
 
 
 def expected_key(platform: PlatformInfo) -> str:
-    """The `EXPECTED` row of a platform: its `platform_key`, and on CPU which FP8 kernel."""
+    """The `EXPECTED` row of a platform: its `platform_key`, and on CPU which FP8 kernel.
+    Under ``torch:<arch>`` the probes run torch's CPU kernels, so the CPU's row applies."""
     key = platform_key(platform)
+    if platform.simulated in TORCH_KERNELS_AS_ARCH:
+        key = "cpu"
     return "cpu+onednn" if key == "cpu" and cpu_scaled_mm_kernel() == "onednn" else key
 
 

@@ -14,7 +14,14 @@ from typing import Any
 
 import torch
 
-from harness.platform.simulate import SIMULATED_ARCHS, key_of, simulation_from_environment
+from harness.platform.simulate import (
+    SIMULATED_ARCHS,
+    key_of,
+    simulation_from_environment,
+)
+from harness.platform.simulate import (
+    dispatch_key as _dispatch_key,
+)
 
 # Architectures whose FP8 hardware format is e4m3fnuz (bias 8). Explicit table, no prefixes.
 FNUZ_ARCHS: frozenset[str] = frozenset({"gfx940", "gfx941", "gfx942"})
@@ -28,7 +35,8 @@ class PlatformInfo:
     torch_version: str
     cuda_version: str | None
     hip_version: str | None
-    # "triton-interpret" when a GPU arch is simulated on this CPU (harness.platform.simulate),
+    # "triton-interpret" or "torch" when a GPU arch is simulated on this CPU (a key of
+    # harness.platform.simulate.SIMULATORS),
     # None on real hardware. Then `arch` is the simulated arch and tensors stay on the CPU.
     simulated: str | None = None
 
@@ -62,6 +70,12 @@ def platform_key(platform: PlatformInfo) -> str:
     Capability expectations, the native dispatch tables and run ids all use this one rule.
     """
     return key_of(platform.device, platform.arch, platform.simulated)
+
+
+def native_dispatch_key(platform: PlatformInfo) -> str:
+    """The native dispatch tables' row for this platform: `platform_key`, except under a
+    ``torch:<arch>`` simulation, where torch's CPU kernels run the arch's row."""
+    return _dispatch_key(platform.device, platform.arch, platform.simulated)
 
 
 def _gpu_arch() -> str:

@@ -1,4 +1,10 @@
-"""A simulated platform: a GPU architecture's kernel source run by Triton's interpreter on a CPU.
+"""A simulated platform: a GPU architecture's expectations held on a CPU.
+
+Two kinds (`SIMULATORS`): ``triton-interpret:<arch>`` runs the arch's Triton kernel source
+under Triton's interpreter (needs triton); ``torch:<arch>`` needs nothing beyond torch: the
+pure-torch paths (native through the arch's dispatch row, emulated), the FP8 normalization
+and the supported-scheme list run as CPU code held to the arch's expectations (FP8 flavour,
+clamp values, dispatch), so a platform-conditional branch runs on any CPU runner.
 
 ``QHARNESS_SIMULATE=triton-interpret:<arch>`` (or ``harness run|platform --simulate ...``)
 makes the platform report the simulated architecture: its FP8 flavour, its dispatch and
@@ -20,6 +26,7 @@ from harness.errors import EnvironmentValueError
 SIMULATE_VARIABLE = "QHARNESS_SIMULATE"
 INTERPRET_VARIABLE = "TRITON_INTERPRET"  # read by triton.jit when a kernel module imports
 TRITON_INTERPRET = "triton-interpret"
+TORCH = "torch"
 
 
 @dataclass(frozen=True)
@@ -37,13 +44,17 @@ SIMULATED_ARCHS: dict[str, SimulatedArch] = {
     "gfx950": SimulatedArch("gfx950", "MI350X"),
     "sm_90": SimulatedArch("sm_90", "H100"),
 }
-# Simulators: the name in the variable -> the Python module it needs.
-SIMULATORS: dict[str, str] = {TRITON_INTERPRET: "triton"}
+# Simulators: the name in the variable -> the Python module it needs (None: torch alone).
+SIMULATORS: dict[str, str | None] = {TRITON_INTERPRET: "triton", TORCH: None}
+# Simulators under which torch's own kernels (`_scaled_mm`, grouped GEMM) stand for the
+# arch's: the native paths dispatch by the arch's row there. Under the interpreter they do
+# not (only Triton kernel source is the arch's code), so the native paths skip.
+TORCH_KERNELS_AS_ARCH: frozenset[str] = frozenset({TORCH})
 
 
 @dataclass(frozen=True)
 class Simulation:
-    simulator: str  # "triton-interpret"
+    simulator: str  # a key of SIMULATORS
     arch: str  # a key of SIMULATED_ARCHS
 
     @property
@@ -58,14 +69,25 @@ class Simulation:
 
 
 def parse_simulation(value: str, *, source: str = SIMULATE_VARIABLE) -> Simulation:
-    """``triton-interpret:<arch>`` -> `Simulation`; anything else is an `EnvironmentValueError`
-    (a usage error, exit 2) naming what is accepted. The simulator's module must import."""
+    """``<simulator>:<arch>`` -> `Simulation`; anything else is an `EnvironmentValueError`
+    (a usage error, exit 2) naming the bad part and what is accepted. The simulator's
+    module, if it needs one, must import."""
     simulator, sep, arch = value.strip().partition(":")
     expected = ", ".join(f"{s}:{a}" for s in sorted(SIMULATORS) for a in SIMULATED_ARCHS)
-    if not sep or simulator not in SIMULATORS or arch not in SIMULATED_ARCHS:
+    if not sep:
         raise EnvironmentValueError(f"{source}={value!r}: expected one of {expected}")
+    if simulator not in SIMULATORS:
+        raise EnvironmentValueError(
+            f"{source}={value!r}: unknown simulation kind {simulator!r} "
+            f"(kinds: {', '.join(sorted(SIMULATORS))}); expected one of {expected}"
+        )
+    if arch not in SIMULATED_ARCHS:
+        raise EnvironmentValueError(
+            f"{source}={value!r}: unknown arch {arch!r} for {simulator} "
+            f"(archs: {', '.join(SIMULATED_ARCHS)}); expected one of {expected}"
+        )
     module = SIMULATORS[simulator]
-    if importlib.util.find_spec(module) is None:
+    if module is not None and importlib.util.find_spec(module) is None:
         raise EnvironmentValueError(
             f"{source}={value!r}: {simulator} needs the {module!r} package, which is not "
             f"installed here (pip install {module}, or use an engine venv: scripts/engine.py)"
@@ -93,6 +115,14 @@ def simulation_environment(simulation: Simulation) -> dict[str, str]:
     if simulation.simulator == TRITON_INTERPRET:
         env[INTERPRET_VARIABLE] = "1"
     return env
+
+
+def dispatch_key(device: str, arch: str, simulated: str | None) -> str:
+    """The row of a native dispatch table a platform reads: under a simulation whose torch
+    kernels stand for the arch (`TORCH_KERNELS_AS_ARCH`) the arch's own row, else `key_of`."""
+    if simulated in TORCH_KERNELS_AS_ARCH:
+        return arch
+    return key_of(device, arch, simulated)
 
 
 def not_the_simulated_arch(path: str, simulated: str, arch: str) -> str:

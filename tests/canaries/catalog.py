@@ -18,6 +18,7 @@ MEMORY = "suites/test_memory.py"
 MOE = "suites/test_moe.py"
 MOE_ROUTING = "suites/test_moe_routing.py"
 TRACKER = "tests/memory/test_memory_tracker.py"
+PLATFORM = "suites/test_platform.py"
 FLOAT32_INPUTS = "suites/test_float32_activations.py"
 SPECIAL_VALUES = "suites/test_special_values.py"
 QUANTIZERS = "suites/test_quantizers.py"
@@ -54,6 +55,7 @@ class Canary:
     control: str  # name of the correct plugin run on the same selection
     select: tuple[Selection, ...]
     isolated: bool = False  # needs its own pytest process (ids without its name, mutants)
+    simulate: str | None = None  # QHARNESS_SIMULATE for it and its control (torch:<arch>)
 
     def expression(self, name: str | None = None) -> str:
         return " or ".join(s.expression(name or self.name) for s in self.select)
@@ -175,6 +177,11 @@ def _mutant(name: str, bug: str) -> Canary:
     return Canary(name, bug, "mutant", "", "control_measurement", sel, isolated=True)
 
 
+def _platform_mutant(name: str, bug: str, simulate: str) -> Canary:
+    sel = (Selection(PLATFORM, "platform or flavour"),)
+    return Canary(name, bug, "mutant", "", "control_platform", sel, True, simulate)
+
+
 FNUZ = ("e4m3fnuz",)
 STATIC = ("fp8_per_tensor", "fp8_w_per_channel_a_static")
 MX = ("w_mxfp4_a_mxfp4", "w_mxfp8_a_mxfp8")
@@ -222,6 +229,11 @@ CANARIES: tuple[Canary, ...] = (
     ),
     _mutant("canary_total_minus_free", "seed: peak memory as total minus free"),
     _mutant("canary_is_cuda_gating", "seed: memory check gated on is_cuda()"),
+    _platform_mutant(
+        "canary_fp8_flavour_rocm_gating",
+        "FP8 flavour gated on the device kind, not the arch (wrong under torch:gfx942)",
+        "torch:gfx942",
+    ),
     # ---- classes
     _path("canary_ties_away", "TiesAway", "rounding ties (ties-away)", linear((*FP8, *MX))),
     _path(
@@ -490,4 +502,5 @@ CONTROLS: dict[str, tuple[str, str]] = {  # name -> (kind, target)
     "control_quantizer": ("quantizer", f"{Q}:ControlQuantizer"),
     "control_quantizer_finding": ("quantizer", f"{Q}:DeclaredFindingQuantizer"),
     "control_measurement": ("mutant", ""),
+    "control_platform": ("mutant", ""),
 }

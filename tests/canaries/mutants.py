@@ -1,4 +1,5 @@
-"""Measurement canaries: the two seed bugs in how peak memory is measured.
+"""Harness canaries: the two seed bugs in how peak memory is measured, and a platform
+check gated on the device kind instead of the arch (caught under ``torch:gfx942``).
 
 They live in the harness, not in a plugin, so they are planted as a pytest plugin
 (``-p tests.canaries.mutants``, the mutant named by ``QHARNESS_CANARY_MUTANT``) that swaps
@@ -17,7 +18,7 @@ import pytest
 import torch
 
 import harness.memory.tracker as tracker
-from harness.platform.info import PlatformInfo
+from harness.platform.info import FNUZ_ARCHS, PlatformInfo
 
 ENV = "QHARNESS_CANARY_MUTANT"
 
@@ -71,9 +72,21 @@ def _plant_is_cuda_gating() -> None:
             module.measure_peak = measure_peak_gated_on_cuda  # type: ignore[union-attr]
 
 
+def fp8_format_gated_on_rocm(self: PlatformInfo) -> str:
+    """Seed bug, device-kind gating: the FP8 flavour follows "is this ROCm" before the arch,
+    so wherever gfx942 is not a ROCm device (a simulation on a CPU runner) it gets e4m3fn.
+    Right on a real MI300X, so only the simulated gfx942 run can catch it."""
+    return "e4m3fnuz" if self.device == "rocm" and self.arch in FNUZ_ARCHS else "e4m3fn"
+
+
+def _plant_fp8_flavour_gated_on_rocm() -> None:
+    PlatformInfo.fp8_format = property(fp8_format_gated_on_rocm)  # type: ignore[assignment,method-assign]
+
+
 MUTANTS: dict[str, Callable[[], None]] = {
     "canary_total_minus_free": _plant_total_minus_free,
     "canary_is_cuda_gating": _plant_is_cuda_gating,
+    "canary_fp8_flavour_rocm_gating": _plant_fp8_flavour_gated_on_rocm,
 }
 
 

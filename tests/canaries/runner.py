@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.platform.simulate import SIMULATE_VARIABLE
 from tests.canaries.catalog import CANARIES, CONTROLS, GROUPS, Canary
 from tests.canaries.mutants import ENV as MUTANT_ENV
 
@@ -40,6 +41,7 @@ class Session:
     files: tuple[str, ...]
     owner: str | None = None  # every record belongs to this plugin (isolated sessions)
     mutant: str | None = None
+    simulate: str | None = None  # QHARNESS_SIMULATE for this process
     records: list[dict[str, object]] = field(default_factory=list)
     returncode: int = 0
     output: str = ""
@@ -71,6 +73,7 @@ def plan(canaries: tuple[Canary, ...]) -> list[Session]:
                     c.files,
                     owner=c.name,
                     mutant=c.name if kind == "mutant" else None,
+                    simulate=c.simulate,
                 )
             )
         else:
@@ -79,7 +82,10 @@ def plan(canaries: tuple[Canary, ...]) -> list[Session]:
         kind, target = CONTROLS[control]
         plugins = {} if kind == "mutant" else {control: (kind, target)}
         expression = _join(c.expression(control) for c in group)
-        sessions.append(Session(control, plugins, expression, _files(group), owner=control))
+        simulate = next((c.simulate for c in group if c.simulate), None)
+        sessions.append(
+            Session(control, plugins, expression, _files(group), owner=control, simulate=simulate)
+        )
     for control, group in shared.items():
         for start in range(0, len(group), PER_PROCESS):
             chunk = group[start : start + PER_PROCESS]
@@ -122,6 +128,8 @@ def run_session(session: Session) -> Session:
             sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "0",
             *session.files, "-k", session.expression, f"--qharness-results={results}",
         ]  # fmt: skip
+        if session.simulate is not None:
+            env[SIMULATE_VARIABLE] = session.simulate
         if session.mutant is not None:
             env[MUTANT_ENV] = session.mutant
             cmd[3:3] = ["-p", "tests.canaries.mutants"]

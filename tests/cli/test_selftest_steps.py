@@ -69,3 +69,17 @@ def test_an_interrupted_step_stops_the_run_and_names_what_did_not_run(
     err = capsys.readouterr().err
     lines = {line.split()[-1]: line for line in err.splitlines() if line.startswith("  ")}
     assert "not run (interrupted)" in lines["canaries"]
+
+
+def test_selftest_runs_the_platform_dependent_tests_once_per_simulated_arch() -> None:
+    from harness.cli.selftest import PLATFORM_DEPENDENT_TESTS, simulated_steps
+    from harness.platform.simulate import SIMULATED_ARCHS
+
+    steps, envs = simulated_steps()
+    assert len(steps) == len(SIMULATED_ARCHS)
+    for (label, cmd), arch in zip(steps, SIMULATED_ARCHS, strict=True):
+        assert envs[label] == {"QHARNESS_SIMULATE": f"torch:{arch}"}  # no triton needed
+        assert set(PLATFORM_DEPENDENT_TESTS) <= set(cmd)
+        assert f"torch:{arch}" in label  # the summary counts each arch's step apart
+    for test in PLATFORM_DEPENDENT_TESTS:
+        assert (Path(__file__).resolve().parents[2] / test.split("::")[0]).is_file(), test

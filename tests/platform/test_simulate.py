@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
 from harness.cli import main
 from harness.errors import EXIT_USAGE, EnvironmentValueError
@@ -145,3 +146,60 @@ def test_every_simulated_arch_has_its_expected_interpreter_ops(arch: str) -> Non
     assert report["platform"]["fp8_format"] == EXPECTED_FP8[arch]
     assert report["expected_row"] == f"triton-interpret-{arch}"
     assert report["expected_missing"] == []
+
+
+# ------------------------------------------------------------------ torch:<arch> (no triton)
+@pytest.fixture
+def triton_absent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The torch simulation must not need triton: parsing sees none installed."""
+    real = simulate.importlib.util.find_spec
+    monkeypatch.setattr(
+        simulate.importlib.util,
+        "find_spec",
+        lambda name: None if name == "triton" else real(name),
+    )
+
+
+@pytest.mark.parametrize("arch", sorted(simulate.SIMULATED_ARCHS))
+def test_torch_simulation_runs_as_the_arch_without_triton(
+    arch: str, triton_absent: None, fresh_detect: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.core.schemes import SCHEMES
+    from harness.linear.paths.native import NativeScaledMMPath
+    from harness.paths.base import LinearProblem
+
+    monkeypatch.setenv(simulate.SIMULATE_VARIABLE, f"torch:{arch}")
+    info = detect()
+    assert (info.simulated, info.arch, info.device) == ("torch", arch, "cpu")
+    assert not info.is_cuda_alike
+    assert info.fp8_format == EXPECTED_FP8[arch]
+    key = platform_key(info)
+    assert key == f"torch-{arch}"
+    assert key not in REAL_KEYS
+    assert results_platform_key(info.to_json()) == key
+    # torch's kernels stand for the arch's: the native path reads the arch's own row
+    from harness.platform.info import native_dispatch_key
+
+    assert native_dispatch_key(info) == arch
+    scheme = SCHEMES["fp8_per_tensor_fnuz" if arch in FNUZ_ARCHS else "fp8_per_tensor"]
+    mode, reason = NativeScaledMMPath().mode_for(scheme, info)
+    assert mode is not None, reason  # the arch's row sends its own FP8 flavour to a kernel
+    problem = LinearProblem(m=8, n=128, k=128, bias=False, out_dtype=torch.bfloat16)
+    support = NativeScaledMMPath().supports(scheme, problem, info)
+    assert "simulated platform" not in (support.reason or "")  # a probe may say no, not this
+
+
+def test_torch_simulation_sets_no_interpreter() -> None:
+    env = simulate.simulation_environment(simulate.parse_simulation("torch:gfx942"))
+    assert env == {"QHARNESS_SIMULATE": "torch:gfx942"}
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [("cuda-sim:gfx942", "unknown simulation kind 'cuda-sim'"), ("torch:gfx90a", "unknown arch")],
+)
+def test_bad_kind_or_arch_is_named(value: str, words: str) -> None:
+    with pytest.raises(EnvironmentValueError, match=words) as info:
+        simulate.parse_simulation(value)
+    assert info.value.exit_code == EXIT_USAGE
+    assert "torch:gfx942" in str(info.value)  # says what is accepted

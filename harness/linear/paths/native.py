@@ -49,8 +49,8 @@ from harness.paths.dispatch import (
 from harness.paths.kernel import Kernel
 from harness.paths.operands import QuantizedOperands
 from harness.platform import capabilities
-from harness.platform.info import PlatformInfo, platform_key
-from harness.platform.simulate import not_the_simulated_arch
+from harness.platform.info import PlatformInfo, native_dispatch_key
+from harness.platform.simulate import TORCH_KERNELS_AS_ARCH, not_the_simulated_arch
 
 # torch._scaled_mm / F.scaled_mm on CUDA/ROCm require K and N to be multiples of 16.
 _CUDA_ALIGNMENT = 16
@@ -312,7 +312,7 @@ class NativeScaledMMPath(LinearPathBase):
         choice = choose(
             self.table,
             self.kernels,
-            platform_key(platform),
+            native_dispatch_key(platform),
             scheme,
             "linear native dispatch",
             LINEAR_DISPATCH_HOME,
@@ -352,7 +352,7 @@ class NativeScaledMMPath(LinearPathBase):
         return mode.name
 
     def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
-        if platform.simulated:
+        if platform.simulated and platform.simulated not in TORCH_KERNELS_AS_ARCH:
             return Support.no(not_the_simulated_arch(self.name, platform.simulated, platform.arch))
         mode, reason = self.mode_for(scheme, platform)
         if mode is None:

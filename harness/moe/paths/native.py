@@ -19,8 +19,8 @@ from harness.moe.model import MoELayer, MoETrace, Routing, run_moe
 from harness.paths.base import Numerics, PathBase, Support
 from harness.paths.dispatch import choose
 from harness.platform import capabilities
-from harness.platform.info import PlatformInfo, platform_key
-from harness.platform.simulate import not_the_simulated_arch
+from harness.platform.info import PlatformInfo, native_dispatch_key
+from harness.platform.simulate import TORCH_KERNELS_AS_ARCH, not_the_simulated_arch
 
 from .base import MoEProblem
 from .kernels import MOE_KERNELS, GroupedKernel
@@ -59,12 +59,12 @@ class NativeMoEPath(PathBase):
         self, scheme: Scheme, platform: PlatformInfo
     ) -> tuple[GroupedKernel | None, str]:
         """The kernel the table sends ``scheme`` to here, or None and the reason."""
-        key = platform_key(platform)
+        key = native_dispatch_key(platform)
         choice = choose(self.table, self.kernels, key, scheme, "MoE dispatch", MOE_DISPATCH_HOME)
         return choice.kernel, choice.reason
 
     def supports(self, scheme: Scheme, problem: MoEProblem, platform: PlatformInfo) -> Support:
-        if platform.simulated:
+        if platform.simulated and platform.simulated not in TORCH_KERNELS_AS_ARCH:
             return Support.no(not_the_simulated_arch(self.name, platform.simulated, platform.arch))
         if problem.bias:
             return Support.no("the native grouped kernels take no bias (torch grouped_mm has none)")
