@@ -525,7 +525,9 @@ def _rceil_mode(spec: QuantSpec) -> bool:
     return spec.scale_fmt is E8M0 and spec.scale_rounding == "rceil"
 
 
-def _rceil_by_float32_log2(amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+def _rceil_by_float32_log2(
+    amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec
+) -> torch.Tensor:
     # exponent ceil(log2(fp32(amax / max))) clamped to E8M0's [-127, 127]; non-finite amax
     # keeps the scale the other rules give it
     descale = amax.float() / get_format(spec.format).max_finite
