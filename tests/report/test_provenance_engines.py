@@ -27,6 +27,7 @@ RECORDED_ENGINES = {
     "pytorch-triton-rocm",
     "llmcompressor",
     "compressed-tensors",
+    "sglang",  # added with the sglang adapter (a new distribution, recorded as the others)
 }
 
 
