@@ -168,7 +168,11 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "detect_platform",
     ),
     # Triton's interpreter on a simulated platform: FP8 NaN codes read as NaN
-    "harness.platform.interpreter_fp8": ("fp8_nan_codes_read_as_nan",),
+    "harness.platform.interpreter_fp8": (
+        "fp8_nan_codes_read_as_nan",
+        "fp8_conversion_rounded_to_nearest_even",
+        "ConvertedToFP8",
+    ),
     # errors
     "harness.errors": ("QHarnessError",),
     "harness.registry": ("PluginError",),
@@ -291,7 +295,11 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     )
     from harness.paths.operands import ExposesOperands, QuantizedOperands
     from harness.platform.info import PlatformInfo, detect_platform, platform_key
-    from harness.platform.interpreter_fp8 import fp8_nan_codes_read_as_nan
+    from harness.platform.interpreter_fp8 import (
+        ConvertedToFP8,
+        fp8_conversion_rounded_to_nearest_even,
+        fp8_nan_codes_read_as_nan,
+    )
     from harness.quantizers.base import Quantizer
     from harness.quantizers.layout import ScaleLayoutError, check_scale_layout
     from harness.registry import PluginError

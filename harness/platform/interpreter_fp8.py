@@ -16,6 +16,10 @@ finite code decodes as before, bit for bit (checked by
 ``tests/platform/test_triton_interpreter.py``). What a GPU's MFMA or WGMMA does with a NaN
 operand is the hardware's and is not checked here. The number of NaN codes read is
 returned, so that it can be recorded.
+
+`fp8_conversion_rounded_to_nearest_even` is the other direction: float32 -> FP8 conversions
+rounded to nearest even, as Triton's RTNE conversion specifies and a GPU does, for the
+engine adapters whose kernels convert to FP8 themselves (aiter's and SGLang's quantizers).
 """
 
 from __future__ import annotations
@@ -84,3 +88,50 @@ def fp8_nan_codes_read_as_nan() -> Iterator[NanCodesRead]:
         yield seen
     finally:
         interpreter._convert_float = original
+
+
+# Triton's FP8 element types -> the torch dtype whose cast rounds as Triton's RTNE conversion
+# specifies (round to nearest, ties to even).
+_TORCH_FP8: dict[str, str] = {"fp8e4nv": "float8_e4m3fn", "fp8e4b8": "float8_e4m3fnuz"}
+
+
+@dataclass
+class ConvertedToFP8:
+    count: int = 0  # float32 elements converted to FP8 by the replacement
+
+
+@contextmanager
+def fp8_conversion_rounded_to_nearest_even() -> Iterator[ConvertedToFP8]:
+    """Inside: the interpreter converts float32 to e4m3fn / e4m3fnuz by round to nearest
+    even (torch's cast) instead of its own bit conversion.
+
+    Triton 3.9's interpreter rounds that conversion half away from zero and can lose a
+    mantissa carry's exponent step (docs/ENGINES-ADAPTERS.md, the interpreter's numerics),
+    which is not what Triton's RTNE conversion specifies nor what a GPU does. A kernel that
+    converts to FP8 itself (aiter's fused FP8 quant) is then checked for its own algorithm
+    (amax, scale, reciprocal, clamp, masks, layout) with the conversion a GPU does; the
+    conversion itself is the hardware's and not checked here. Every other conversion is the
+    interpreter's. The number of elements converted is returned, so it is recorded."""
+    import numpy as np
+    import torch
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    seen = ConvertedToFP8()
+    original = builder.create_fp_to_fp
+
+    def create_fp_to_fp(src: Any, dst_type: Any, rounding_mode: Any) -> Any:
+        name = _TORCH_FP8.get(str(dst_type.scalar))
+        target = None if name is None else getattr(torch, name)
+        if target is None or str(src.dtype.scalar) != "fp32":
+            return original(src, dst_type, rounding_mode)
+        values = torch.from_numpy(np.ascontiguousarray(src.data, dtype=np.float32))
+        seen.count += values.numel()
+        codes = values.to(target).view(torch.uint8).numpy()
+        return interpreter.TensorHandle(codes, dst_type.scalar)
+
+    builder.create_fp_to_fp = create_fp_to_fp
+    try:
+        yield seen
+    finally:
+        builder.create_fp_to_fp = original

@@ -17,7 +17,7 @@ convention ``amax_floor_1e-10``), ``y_s = _absmax / bit8_max``, ``y_s_inv = 1.0 
   ``sglang_per_token_group_quant_fp8`` routes ``group_size == K`` to per-token quant.
 
 Under Triton's interpreter the kernel's float32 -> FP8 conversion is rounded to nearest
-even (`fp8_conversion_rounded_to_nearest_even`). Layout only: FP8 bytes viewed as codes,
+even (`harness.fp8_conversion_rounded_to_nearest_even`). Layout only: FP8 bytes viewed as codes,
 the row-major [M, K / group] scales are the tile grid.
 """
 
@@ -28,9 +28,16 @@ from typing import ClassVar
 
 import torch
 
-from harness import WHOLE, KnownFinding, QuantizedTensor, QuantSpec, Support, detect_platform
+from harness import (
+    WHOLE,
+    KnownFinding,
+    QuantizedTensor,
+    QuantSpec,
+    Support,
+    detect_platform,
+    fp8_conversion_rounded_to_nearest_even,
+)
 from qharness_sglang import ENGINE
-from qharness_sglang.interpreter import fp8_conversion_rounded_to_nearest_even
 from qharness_sglang.loader import platform_support, sglang_fp8_kernel
 
 GROUP = 128
