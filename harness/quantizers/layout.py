@@ -15,8 +15,10 @@ from collections.abc import Iterable
 
 import torch
 
+from harness.errors import QHarnessError
 
-class ScaleLayoutError(AssertionError):
+
+class ScaleLayoutError(QHarnessError, AssertionError):
     """A scale tensor whose shape is not one its engine documents (a failed check, not an
     error of the harness)."""
 
