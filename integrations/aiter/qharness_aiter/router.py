@@ -18,6 +18,7 @@ import ast
 import functools
 import importlib.util
 import os
+import sys
 import types
 from collections.abc import Callable
 from typing import Any
@@ -38,13 +39,25 @@ TOPK_FILE = os.path.join("ops", "topk.py")
 FUNCTIONS = ("biased_grouped_topk_torch", "grouped_topk_torch")
 
 
+def _aiter_dir() -> str:
+    """aiter's installed package folder, found without running its ``__init__``: the bare
+    package module the interpreter setup registers (no ``__spec__``, its ``__path__`` the
+    installed folder) when a kernel path ran first in this process, else the import system's
+    spec."""
+    loaded = sys.modules.get("aiter")
+    locations = list(getattr(loaded, "__path__", None) or ())
+    if not locations:
+        spec = importlib.util.find_spec("aiter")  # locates the package, runs nothing
+        locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    if not locations:
+        raise ImportError("aiter (amd-aiter) is not installed")
+    return str(locations[0])
+
+
 @functools.cache
 def aiter_torch_routers() -> dict[str, Callable[..., Any]]:
     """The functions `FUNCTIONS` as aiter's installed ``ops/topk.py`` defines them."""
-    spec = importlib.util.find_spec("aiter")  # locates the package, runs nothing
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("aiter (amd-aiter) is not installed")
-    path = os.path.join(next(iter(spec.submodule_search_locations)), TOPK_FILE)
+    path = os.path.join(_aiter_dir(), TOPK_FILE)
     with open(path, encoding="utf-8") as f:
         tree = ast.parse(f.read(), path)
     defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in FUNCTIONS]
