@@ -14,7 +14,9 @@ runtime tensors, inputs and outputs (qharness_vllm.model_capture). Then, per lay
   (integrations/vllm: ``VllmFp8LinearPath``), bit-exact where the rounding is unique, and
   the SQNR floor against the float model;
 
-and per model: ``test_model_logits`` (SQNR and top-1 agreement of vLLM's logits against the
+and per model: ``test_layer_selection`` (every linear and MoE layer vLLM built, quantized or
+left in the model dtype as the recipe's layer selection says, `harness.models.selection`),
+``test_model_logits`` (SQNR and top-1 agreement of vLLM's logits against the
 harness's emulated forward of the checkpoint and against the unquantized model, recorded for
 the nightly history) and ``test_weight_memory`` (vLLM's weight bytes against the bytes the
 quantized tensors must take). Skips, counted and with the reason, where vLLM or a tool is
@@ -39,6 +41,7 @@ from harness.models.evaluate import (
     ModelRun,
     layer_loading_results,
     layer_output_results,
+    layer_selection_results,
     model_run,
 )
 from harness.models.files import layer_modules, read_model_checkpoint
@@ -48,7 +51,8 @@ from harness.models.memory import weight_memory_check
 from harness.models.moe_files import moe_block_checks
 from harness.models.mx_files import LAYOUTS as MX_LAYOUTS
 from harness.models.mx_files import mx_fused_checks
-from harness.models.recipes import RECIPES
+from harness.models.recipes import RECIPES, Recipe
+from harness.models.selection import QUANTIZED, expected_layer_states, refuses
 from harness.models.tiny import MODELS, TinyModel
 from harness.paths.dispatch import EMULATE
 from harness.plugin import RecordChecks, RecordResult
@@ -60,11 +64,32 @@ RUNS = [
     for r in RECIPES.values()
     if not m.recipes or r.name in m.recipes
 ]
+
+
+def _quantized(model: TinyModel, recipe: Recipe, layer: str) -> bool:
+    """Whether the recipe's layer selection quantizes ``layer`` (a MoE model's per-expert
+    layers: quantized, no selection applies to them)."""
+    return expected_layer_states(model, recipe.selection).get(layer, QUANTIZED) == QUANTIZED
+
+
+# runs whose checkpoint vLLM must load (a selection with mixed fused shards must be refused)
+LOADED = [(m, r) for m, r in RUNS if not refuses(m, r.selection)]
 # the checkpoint's layers (a MoE model's per expert) and the engine's (its experts fused)
-FILE_CASES = [ModelCase(m.name, r.name, layer) for m, r in RUNS for layer in m.checkpoint_layers()]
-LAYER_CASES = [ModelCase(m.name, r.name, layer) for m, r in RUNS for layer in m.quantized_layers()]
+FILE_CASES = [
+    ModelCase(m.name, r.name, layer)
+    for m, r in RUNS
+    for layer in m.checkpoint_layers()
+    if _quantized(m, r, layer)
+]
+LAYER_CASES = [
+    ModelCase(m.name, r.name, layer)
+    for m, r in LOADED
+    for layer in m.quantized_layers()
+    if _quantized(m, r, layer)
+]
 MOE_CASES = [ModelCase(m.name, r.name, block) for m, r in RUNS for block in m.moe_blocks()]
-MODEL_CASES = [ModelCase(m.name, r.name) for m, r in RUNS]
+MODEL_CASES = [ModelCase(m.name, r.name) for m, r in LOADED]
+SELECTION_CASES = [ModelCase(m.name, r.name) for m, r in RUNS]
 
 
 ModelRuns = Callable[[str, str], ModelRun]  # (model, recipe) -> its run, one engine each
@@ -295,6 +320,26 @@ def test_layer_output(
             run, layer, vllm.path.numerics, vllm.path.conventions, f"vLLM {layer}", OUT_DTYPE
         )
     )
+
+
+@pytest.mark.parametrize("case", SELECTION_CASES, ids=lambda c: c.id)
+def test_layer_selection(
+    case: ModelCase,
+    vllm: Vllm,
+    model_runs: ModelRuns,
+    record_result: RecordResult,
+    record_checks: RecordChecks,
+) -> None:
+    """Every linear and MoE layer vLLM built against the recipe's layer selection
+    (harness/models/selection.py): quantized where the recipe quantizes, left in the model
+    dtype with the checkpoint's weight where it is ignored (by shard names, by the fused
+    module's name, or by targets), and a refusal naming the layer where a fused layer's
+    shards disagree."""
+    _record_case(record_result, case, "layer_selection")
+    run = _made(model_runs, case.model, case.recipe)
+    if not refuses(run.model, run.recipe.selection):
+        run = _run_or_skip(vllm, model_runs, case.model, case.recipe)
+    record_checks(layer_selection_results(run))
 
 
 @pytest.mark.parametrize("case", MODEL_CASES, ids=lambda c: c.id)

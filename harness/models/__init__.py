@@ -12,6 +12,9 @@ Modules, each with its one job:
   `Recipe` (its public API call and the harness scheme it makes); checkpoint folders made
   once and kept by content hash, built in the tool's own venv (`QHARNESS_TOOL_PYTHON`) when
   the tool is not importable here.
+- ``selection``: Which layers a recipe leaves in the model dtype (ignore lists by shard or
+  fused-module name, targets by regex) and what each vLLM layer must then be: quantized,
+  float, or refused (a fused layer whose shards disagree).
 - ``files``: A compressed-tensors or Quark folder read as the loading suite's
   `LinearCheckpoint`s, fused as vLLM fuses them; its config mapped to a harness scheme by an
   explicit table per format (`quant_method`).

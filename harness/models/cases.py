@@ -31,7 +31,8 @@ class ModelCase(Case):
 
     @property
     def preset(self) -> str:
-        return self.made_by.preset
+        """The tool's preset, with the recipe's layer selection where it has one."""
+        return self.made_by.label
 
     @property
     def scheme(self) -> str:

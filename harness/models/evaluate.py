@@ -36,6 +36,7 @@ from harness.models.layers import (
     sqnr_check,
 )
 from harness.models.recipes import RECIPES, Recipe
+from harness.models.selection import FLOAT, QUANTIZED, expected_layer_states, shards_of
 from harness.models.tiny import MODELS, TinyModel, prompts
 from harness.paths.base import LinearProblem, Numerics
 
@@ -147,3 +148,74 @@ def layer_output_results(
     results = output_checks(y, ref, numerics, path)
     results.append(sqnr_check(y, x, run.float_weight(layer), ckpt.bias, scheme))
     return results
+
+
+def layer_selection_results(run: ModelRun) -> list[CheckResult]:
+    """Every layer vLLM builds against the recipe's layer selection (harness.models.selection):
+    quantized where it must be, in the model dtype with the checkpoint's weight bit for bit
+    where it is left float, nothing else quantized, and a refusal naming the layer where a
+    fused layer's shards disagree. The capture's ``linears`` hold every linear and MoE
+    module the engine built."""
+    expected = expected_layer_states(run.model, run.recipe.selection)
+    error = run.capture.get("error")
+    mixed = sorted(layer for layer, state in expected.items() if state not in (QUANTIZED, FLOAT))
+    if mixed:
+        if error is None:
+            return [failed("mixed_shards_refused", f"loaded {mixed}, whose shards disagree")]
+        unnamed = [layer for layer in mixed if layer not in error]
+        if unnamed:
+            return [failed("mixed_shards_refused", f"refused without naming {unnamed}: {error}")]
+        return [passed("mixed_shards_refused")]
+    if error is not None:
+        return [failed("layers_built", f"the engine refused the checkpoint: {error}")]
+    built: dict[str, dict[str, Any]] = run.capture["linears"]
+    missing = sorted(set(expected) - set(built))
+    wrong = sorted(
+        layer
+        for layer, state in expected.items()
+        if layer in built and (state == QUANTIZED) != bool(built[layer]["quantized"])
+    )
+    methods = [f"{layer} ({built[layer]['method_class']})" for layer in wrong]
+    extra = sorted(
+        layer for layer, got in built.items() if got["quantized"] and layer not in expected
+    )
+    floats = [layer for layer, state in expected.items() if state == FLOAT and layer in built]
+    return [
+        failed("layers_built", f"not built by the engine: {missing}")
+        if missing
+        else passed("layers_built", layers=len(built)),
+        failed("layers_as_selected", f"quantized or not against the recipe: {methods}")
+        if wrong
+        else passed("layers_as_selected", quantized=len(expected) - len(floats)),
+        failed("nothing_else_quantized", f"quantized, the recipe leaves float: {extra}")
+        if extra
+        else passed("nothing_else_quantized"),
+        *(_float_layer_check(run, layer, built[layer]) for layer in floats if layer not in wrong),
+    ]
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(torch.uint8)
+
+
+def _float_layer_check(run: ModelRun, layer: str, got: dict[str, Any]) -> CheckResult:
+    """A layer left float holds the checkpoint's model-dtype weight, which is the float
+    model's (the tool left it alone), bit for bit."""
+    name = f"float_weight[{layer}]"
+    weight = got.get("weight")
+    if weight is None:
+        return failed(name, f"{layer}: the engine holds no plain weight ({got['method_class']})")
+    shards = shards_of(layer)
+    files = torch.cat([run.ckpt.tensors[f"{m}.weight"] for m in shards])
+    source = torch.cat([run.float_tensors()[f"{m}.weight"] for m in shards])
+    if weight.dtype != source.dtype:
+        return failed(name, f"engine weight {weight.dtype}, the model's {source.dtype}")
+    for what, want in (("checkpoint", files), ("float model", source)):
+        if want.shape != weight.shape:
+            return failed(
+                name, f"engine weight {list(weight.shape)}, the {what}'s {list(want.shape)}"
+            )
+        if not torch.equal(_bits(want), _bits(weight)):
+            differ = int((_bits(want) != _bits(weight)).sum())
+            return failed(name, f"the engine's weight differs from the {what}'s in {differ} bytes")
+    return passed(name)

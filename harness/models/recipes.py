@@ -16,6 +16,7 @@ are calibrated on seeded synthetic token batches (`calibration_tokens`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -24,6 +25,7 @@ from typing import Any
 
 import torch
 
+from harness.models.selection import SELECTIONS, Selection, name_fused_modules
 from harness.models.tiny import TinyModel, seed_of
 
 CALIBRATION_SAMPLES = 16
@@ -39,10 +41,17 @@ class Recipe:
     scheme: str  # the harness scheme (harness.core.schemes) the checkpoint holds
     static: bool  # calibrated (static activation scales)
     make: Callable[[TinyModel, Recipe, Path, Path], None]
+    # which layers it quantizes (harness.models.selection); None: every Linear but lm_head
+    selection: Selection | None = None
+
+    @property
+    def label(self) -> str:
+        """The preset, and the layer selection where there is one."""
+        return self.preset + (f"+{self.selection.name}" if self.selection else "")
 
     @property
     def name(self) -> str:
-        return f"{self.tool}:{self.preset}"
+        return f"{self.tool}:{self.label}"
 
 
 def tool_version(dist: str) -> str:
@@ -80,7 +89,12 @@ def _llmcompressor(model: TinyModel, recipe: Recipe, src: Path, dst: Path) -> No
 
     net = AutoModelForCausalLM.from_pretrained(src, torch_dtype=torch.bfloat16)
     ignore = ["lm_head", *(f"re:.*{suffix}$" for suffix in model.keep_float)]
-    modifier = QuantizationModifier(targets="Linear", scheme=recipe.preset, ignore=ignore)
+    selection = recipe.selection
+    targets: str | list[str] = "Linear"
+    if selection is not None:
+        ignore += selection.ignore
+        targets = list(selection.targets)
+    modifier = QuantizationModifier(targets=targets, scheme=recipe.preset, ignore=ignore)
     kwargs: dict[str, Any] = {}
     if recipe.static:
         from datasets import Dataset
@@ -96,6 +110,18 @@ def _llmcompressor(model: TinyModel, recipe: Recipe, src: Path, dst: Path) -> No
         }
     oneshot(model=net, recipe=modifier, **kwargs)
     net.save_pretrained(dst, save_compressed=True)
+    if selection is not None and selection.config_names_fused:
+        _name_fused_modules_in_config(dst)
+
+
+def _name_fused_modules_in_config(folder: Path) -> None:
+    """Rewrite the config's ignore list to name fused modules (vLLM's names) where it lists
+    all their shards, as the config of a model fused on disk does."""
+    path = folder / "config.json"
+    config = json.loads(path.read_text())
+    qc = config["quantization_config"]
+    qc["ignore"] = name_fused_modules(list(qc.get("ignore") or []))
+    path.write_text(json.dumps(config, indent=2, sort_keys=True))
 
 
 def _quark(model: TinyModel, recipe: Recipe, src: Path, dst: Path) -> None:
@@ -136,5 +162,11 @@ RECIPES: dict[str, Recipe] = {
         # Quark's FP8 per-tensor static and OCP MXFP4 (E8M0 scales rounded "even")
         Recipe(QUARK, "fp8", "fp8_per_tensor", True, _quark),
         Recipe(QUARK, "mxfp4", "w_mxfp4_a_mxfp4@even", False, _quark),
+        # layer selections (harness.models.selection) on the dynamic FP8 preset: no
+        # calibration, so each costs one quantization and one engine start
+        *(
+            Recipe(LLMC, "FP8_DYNAMIC", "fp8_per_channel", False, _llmcompressor, selection)
+            for selection in SELECTIONS.values()
+        ),
     )
 }

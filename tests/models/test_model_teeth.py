@@ -3,7 +3,8 @@
 Each case loads a real checkpoint (made by llm-compressor) in vLLM with one bug class
 injected into vLLM's loading (`qharness_vllm.model_capture.INJECTIONS`: the weight
 iterator drops biases; one shard's per-tensor scale is used for all shards; a per-channel
-scale vector is read as one tensor-wise scale, its first element), runs the suite's layer
+scale vector is read as one tensor-wise scale, its first element; an ignore list entry
+naming a fused module not honoured), runs the suite's layer
 checks on what the engine then does, and asserts that the checks that must fail do fail,
 while the clean run of the same checkpoint (shared in this process with the suite) passes
 them all. The step-order bug (fnuz) runs vLLM's two post-load functions in both orders on
@@ -40,6 +41,7 @@ from harness.models.evaluate import (  # noqa: E402
     ModelRun,
     layer_loading_results,
     layer_output_results,
+    layer_selection_results,
     model_run,
 )
 from harness.models.recipes import RECIPES  # noqa: E402
@@ -119,6 +121,23 @@ def test_injected_bug_is_caught(bug: str, teeth_dir: Path, record_result: Any) -
     record_result(caught_by=[f"{layer}: {name}" for layer, name in caught])
     names = {name for _, name in caught}
     assert names & must_fail, f"{bug}: none of {sorted(must_fail)} failed; failed: {caught}"
+
+
+# bug -> the recipe (a layer selection) whose checkpoint shows it
+SELECTION_BUGS: dict[str, str] = {"ignore_by_shards_only": f"{DYNAMIC}+ignore_fused_name"}
+
+
+@pytest.mark.parametrize("bug", sorted(SELECTION_BUGS))
+def test_injected_selection_bug_is_caught(bug: str, teeth_dir: Path, record_result: Any) -> None:
+    """A layer-selection bug (an ignore list naming a fused module not honoured) fails
+    `test_layer_selection`'s checks, or the load; the clean run passes them."""
+    recipe = SELECTION_BUGS[bug]
+    clean = layer_selection_results(_run(teeth_dir, "llama_tiny", recipe, None))
+    assert not [r for r in clean if r.failed], [r.verdict() for r in clean if r.failed]
+    broken = _run(teeth_dir, "llama_tiny", recipe, bug)
+    caught = [f"{r.name}: {r.verdict()}" for r in layer_selection_results(broken) if r.failed]
+    record_result(caught_by=caught)
+    assert caught, f"{bug}: every layer-selection check passed"
 
 
 def test_fnuz_step_order_on_real_shards(teeth_dir: Path, record_result: Any) -> None:

@@ -9,6 +9,9 @@ MoE method. Each prompt (token ids) is run as one prefill (``max_tokens=1``), so
 call is one prompt's tokens. Written to OUTPUT_FILE (``torch.save``; plain dicts of tensors,
 strings and numbers, loadable with ``weights_only=True``):
 
+- ``linears[name]``: every linear and MoE layer vLLM built, quantized or not: its method
+  class, whether it is quantized, and an unquantized layer's weight as loaded, before the
+  CPU build packs it (the layer selection);
 - ``layers[name]``: the quant method and kernel classes, every parameter after
   ``process_weights_after_loading`` (as vLLM holds it), the logical shard widths, and per
   prompt the layer's input and output;
@@ -70,6 +73,49 @@ def _is_quantized(module: torch.nn.Module) -> bool:
     return isinstance(module, LinearBase) or module_is_moe(module)
 
 
+def _is_layer(module: torch.nn.Module) -> bool:
+    """A linear or MoE layer vLLM built, quantized or not (what a layer selection decides)."""
+    from vllm.model_executor.layers.fused_moe import FusedMoEMethodBase
+    from vllm.model_executor.layers.linear import LinearBase
+
+    method = getattr(module, "quant_method", None)
+    return isinstance(module, LinearBase) or isinstance(method, FusedMoEMethodBase)
+
+
+def _built(module: torch.nn.Module) -> dict[str, Any]:
+    """How vLLM built a layer: its method, whether quantized, and for an unquantized one its
+    weight (to hold to the checkpoint's model-dtype tensor)."""
+    quantized = _is_quantized(module)
+    weight = getattr(module, LOADED_WEIGHT, None)
+    return {
+        "method_class": type(getattr(module, "quant_method", None)).__name__,
+        "quantized": quantized,
+        "weight": None if quantized or weight is None else weight,
+    }
+
+
+LOADED_WEIGHT = "_qharness_loaded_weight"
+
+
+@contextmanager
+def keep_unquantized_weights() -> Iterator[None]:
+    """Keep each unquantized linear's weight as vLLM loaded it: the CPU build then packs it
+    for its GEMM and leaves ``layer.weight`` empty (``dispatch_cpu_unquantized_gemm``)."""
+    from vllm.model_executor.layers.linear import UnquantizedLinearMethod
+
+    original = UnquantizedLinearMethod.process_weights_after_loading
+
+    def patched(self: Any, layer: torch.nn.Module) -> None:
+        setattr(layer, LOADED_WEIGHT, layer.weight.detach().clone())
+        original(self, layer)
+
+    UnquantizedLinearMethod.process_weights_after_loading = patched  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        UnquantizedLinearMethod.process_weights_after_loading = original  # type: ignore[method-assign]
+
+
 def _tensors(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     out = {n: p.detach().clone() for n, p in module.named_parameters(recurse=False)}
     out |= {n: b.detach().clone() for n, b in module.named_buffers(recurse=False)}
@@ -112,6 +158,7 @@ def _input_dim(weight: torch.Tensor, scheme: str) -> int:
 def install_hooks(model: torch.nn.Module) -> dict[str, Any]:
     """Hooks on every quantized linear / MoE module and the final norm; their state now."""
     layers: dict[str, Any] = {}
+    linears = {name: _built(m) for name, m in model.named_modules() if _is_layer(m)}
     for name, module in model.named_modules():
         if not _is_quantized(module):
             continue
@@ -130,6 +177,7 @@ def install_hooks(model: torch.nn.Module) -> dict[str, Any]:
     head = _lm_head(model)
     return {
         "layers": layers,
+        "linears": linears,
         "lm_head": head.weight.detach().clone(),
         "param_bytes": _bytes(model.parameters()),
         "buffer_bytes": _bytes(model.buffers()),
@@ -232,7 +280,28 @@ def _one_d_scale_as_tensor_wise(layer: torch.nn.Module) -> None:
         scale.data.copy_(scale.data[0].expand_as(scale.data))
 
 
+@contextmanager
+def _ignore_by_shards_only() -> Iterator[None]:
+    """An ignore list matched shard by shard only: an entry naming the fused module itself
+    (``...qkv_proj``) is not honoured, so that layer is built quantized."""
+    from vllm.model_executor.layers.quantization.compressed_tensors import utils
+
+    original = utils.find_matching_patterns
+
+    def shards_only(layer_name: str, patterns: Any, *args: Any, **kwargs: Any) -> Any:
+        leaf = layer_name.rpartition(".")[2]
+        kept = [p for p in patterns if not p.endswith(leaf)]
+        return original(layer_name, kept, *args, **kwargs)
+
+    utils.find_matching_patterns = shards_only
+    try:
+        yield
+    finally:
+        utils.find_matching_patterns = original
+
+
 INJECTIONS: dict[str, Callable[[], Any]] = {
+    "ignore_by_shards_only": _ignore_by_shards_only,
     "dropped_bias": _drop_bias,
     "one_shard_scale_for_all": lambda: _after_scheme_load(_first_shard_scale_for_all),
     "one_d_scale_as_tensor_wise": lambda: _after_scheme_load(_one_d_scale_as_tensor_wise),
@@ -298,6 +367,7 @@ def run(checkpoint: Path, prompts: list[list[int]], inject: str | None = None) -
     with ExitStack() as stack:
         stack.enter_context(cpu_fp8_ops())
         stack.enter_context(cpu_unfused_act_quant(workarounds))
+        stack.enter_context(keep_unquantized_weights())
         if inject:
             stack.enter_context(INJECTIONS[inject]())
         try:
