@@ -162,7 +162,7 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
     ),
     # SGLang's Triton FP8 quantizers and block-FP8 GEMM and its torch routers, interpreted
     # on simulated gfx942/gfx950 (integrations/sglang); the -k keeps the stage to minutes
-    # (the GEMM's cases take about a minute and a half per arch).
+    # (the whole stage: 1.5 to 3.5 minutes per arch on two shared cores).
     "sglang": (
         "integrations/sglang",
         (

@@ -29,8 +29,26 @@ FP8_DTYPES = {"e4m3fnuz": torch.float8_e4m3fnuz, "e4m3fn": torch.float8_e4m3fn}
 
 def test_sglang_routers_compile_and_register() -> None:
     assert set(sglang_torch_routers()) == {"grouped_topk_gpu", "biased_grouped_topk_impl"}
-    for name in ("sglang_biased_grouped_topk", "sglang_grouped_topk"):
+    for name in ("sglang_biased_grouped_topk", "sglang_grouped_topk", "sglang_select_experts"):
         assert routes_itself(moe_paths()[name])
+
+
+def test_sglang_select_experts_dispatches_to_its_torch_routers() -> None:
+    """``select_experts`` as compiled for ROCm without aiter: SGLang's own dispatch names
+    bind to its torch routers, its ``TopKConfig`` defaults are SGLang's, and a GPU kernel
+    it could reach refuses rather than stands in."""
+    from qharness_sglang.select_experts import sglang_select_experts
+
+    mod = sglang_select_experts("gfx942")
+    assert mod["grouped_topk"] is mod["grouped_topk_gpu"]
+    assert mod["biased_grouped_topk"] is mod["biased_grouped_topk_gpu"]
+    assert mod["fused_topk_native"] is mod["fused_topk_torch_native"]
+    config = mod["TopKConfig"](top_k=2)
+    assert (config.torch_native, config.apply_routed_scaling_factor_on_output) == (False, False)
+    assert config.num_shared_topk_slots == 0
+    logits = torch.randn(3, 8, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(RuntimeError, match="fused_topk, a GPU kernel"):
+        mod["select_experts"](logits, logits, config)  # torch_native False: topk_softmax
 
 
 def test_sglang_fp8_flavour_is_sglangs_own_choice() -> None:
