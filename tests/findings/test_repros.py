@@ -26,7 +26,7 @@ INDEX = ROOT / "docs" / "ENGINE-FINDINGS.md"
 ENGINES = ("torchao", "quark", "vllm", "aiter", "sglang")
 # Engines whose FINDINGS.md says "No findings yet": no scripts, no sections, no index rows
 # (test_engines_without_findings_say_so holds them to it).
-NO_FINDINGS_YET: frozenset[str] = frozenset({"sglang"})
+NO_FINDINGS_YET: frozenset[str] = frozenset()
 REPRODUCES, FIXED, NOT_HERE = 0, 3, 4
 
 # script -> the engine venv that runs it
@@ -49,10 +49,12 @@ REPRO_ENGINES: dict[str, str] = {
     "vllm_mxfp8_torch_quant_edges.py": "vllm",
     "vllm_cpu_router_correction_bias.py": "vllm",
     "vllm_ue8m0_group_floor_order.py": "vllm",
+    "sglang_nonfinite_group_quant.py": "sglang",
 }
 # vllm_amx_fp8_w8a16.py checks a documented convention (W8A16 on AMX CPUs) still holds: its
 # 0 means "holds", 3 "changed"; it needs AMX tiles (4 elsewhere). So does
-# vllm_nvfp4_emulation_operands.py (the emulated NVFP4 linear's operands and bias order).
+# vllm_nvfp4_emulation_operands.py (the emulated NVFP4 linear's operands and bias order), and
+# sglang_nonfinite_group_quant.py (SGLang's non-finite sanitization of FP8 activations).
 # script -> the engine version from which it no longer reproduces (a finding fixed upstream)
 FIXED_IN: dict[str, str] = {}
 
