@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from harness.core.hard_inputs import binade_crossing, tail_amax
+from harness.core.hard_inputs import binade_crossing, subnormal_block_scales, tail_amax
 from harness.core.inputs import generator
 from harness.core.quantize import quantize_activation, quantize_linear
 from harness.core.schemes import get_scheme
@@ -36,15 +36,16 @@ from harness.platform.info import PlatformInfo
 from harness.plugin import RecordChecks, RecordResult
 
 # One scheme per activation handling: static per-tensor, dynamic per-token, unquantized,
-# MX blocks.
-SCHEMES = ("fp8_per_tensor", "fp8_per_channel", "w_mxfp4", "w_mxfp8_a_mxfp8")
+# MX blocks, NVFP4 (a static per-tensor scale over per-call E4M3 block scales).
+SCHEMES = ("fp8_per_tensor", "fp8_per_channel", "w_mxfp4", "w_mxfp8_a_mxfp8", "w_nvfp4_a_nvfp4")
 SHAPE = (8, 128, 256)
 OUT = torch.bfloat16
 
 
 # A long row: K >= 4096 and no multiple of 256..1024 (130 MX blocks), every row of both
 # operands peaking in its last 64 columns, and (MX activations) every block's amax moved to
-# where its bf16 rounding changes the block's scale (harness.core.hard_inputs).
+# where its bf16 rounding changes the block's scale, (NVFP4 activations) half the blocks
+# with E4M3-subnormal block scales (harness.core.hard_inputs).
 LONG_SHAPE = (4, 16, 4160)
 LONG_TAIL = 64
 
@@ -65,12 +66,15 @@ def _float32_activation(scheme: str) -> torch.Tensor:
 
 def _long_inputs(scheme: str) -> dict[str, torch.Tensor]:
     """Seeded inputs of LONG_SHAPE: rows peaking in their tails, the activation perturbed
-    below bf16 precision and, for MX activations, crossing a scale point in bf16."""
+    below bf16 precision and, for MX activations, crossing a scale point in bf16 (for
+    NVFP4 activations, half its blocks with E4M3-subnormal block scales)."""
     inputs = linear_inputs(scheme, LONG_SHAPE)
     x = _perturbed(tail_amax(inputs["x"], LONG_TAIL), f"float32_activations/long/{scheme}")
     act = get_scheme(scheme).activation
     if act is not None and act.block[1] == MX_BLOCK:
         x = binade_crossing(x, act)
+    if act is not None and act.scale_fmt.element is not None:  # E4M3 block scales
+        x = subnormal_block_scales(x, act)
     w = normalize_output(x, tail_amax(inputs["w"], LONG_TAIL))
     return {**inputs, "x": x, "w": w}
 

@@ -9,8 +9,9 @@ zero tile, one non-zero element, float32 subnormals, a tile at the format's max:
 harness.quantizers.degenerate), held to the reference quantizer; and designed tensors for
 every spec (harness.core.hard_inputs): float32 values a relative 2^-12 beside ties of the
 element format (not bf16 values), float32 block maxima whose bf16 rounding changes the
-scale, and long rows (K 4160 or 4224) whose amax lies in the last 64 columns, also held to
-the reference quantizer. A quantizer is held to
+scale, (E4M3 block scales) blocks whose ideal scale lies in E4M3's subnormal range, and
+long rows (K 4160 or 4224) whose amax lies in the last 64 columns, also held to the
+reference quantizer. A quantizer is held to
 the golden, or, where it declares engine conventions, to the reference quantizer with those
 conventions in effect (harness.quantizers.expect). A mismatch names the tiles (or
 edge-case blocks) that differ. Known engine findings are matched on each case's fields
@@ -27,7 +28,12 @@ from typing import Any
 import pytest
 import torch
 
-from harness.core.hard_inputs import binade_crossing, near_ties, tail_amax
+from harness.core.hard_inputs import (
+    binade_crossing,
+    near_ties,
+    subnormal_block_scales,
+    tail_amax,
+)
 from harness.core.inputs import scaled_normal
 from harness.core.quantize import (
     QuantizedTensor,
@@ -470,6 +476,8 @@ def designed_tensors(scheme: str, role: str) -> dict[str, torch.Tensor]:
     out = {"near_ties": near_ties(x, spec)}
     if not spec.scale_fmt.per_tensor_level:  # two-level scales: the block level is E4M3
         out["bf16_binade"] = binade_crossing(x, spec)
+    if spec.scale_fmt.element is not None:  # minifloat block scales (NVFP4's E4M3)
+        out["subnormal_block_scales"] = subnormal_block_scales(x, spec)
     long_rows = scaled_normal(f"{base}/long", 4, _long_k(spec), spec)
     out["long_row"] = tail_amax(long_rows, LONG_TAIL)
     return out
@@ -503,7 +511,8 @@ DESIGNED = [DesignedCase(q, s, r) for q in quantizers() for s, r in _all_specs()
 @pytest.mark.parametrize("case", DESIGNED, ids=lambda c: c.id)
 def test_quantizer_on_designed_tensors(case: DesignedCase, record_result: RecordResult) -> None:
     """Codes and scales bit for bit against the reference on inputs that show a float32
-    input rounded to bf16, a scale from a bf16 copy and a reduction over part of a row."""
+    input rounded to bf16, a scale from a bf16 copy, a reduction over part of a row and
+    (E4M3 block scales) a floor on the block scale above E4M3's smallest subnormal."""
     spec = case.spec
     quantizer = get_quantizer(case.quantizer)
     found = Mismatches()

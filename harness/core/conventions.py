@@ -318,6 +318,51 @@ register_convention(
 )
 
 
+def _scale_floor_fp32_min_normal(
+    amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec
+) -> torch.Tensor:
+    # float32: max(amax / qmax, 2^-126); a zero tile gets 2^-126 (its codes are zero either
+    # way), a tile whose amax / qmax is a float32 subnormal or 0 gets 2^-126 too
+    return torch.clamp(amax.float() / spec.qmax, min=_F32_MIN_NORMAL)
+
+
+register_convention(
+    Convention(
+        "scale_floor_fp32_min_normal",
+        "a computed FP8 scale amax / fp8_max is bounded from below at float32's smallest "
+        "normal 2^-126, so a zero tile gets 2^-126, not 1, and a tile of float32 subnormals "
+        "whose amax / fp8_max is below 2^-126 gets 2^-126 (its elements then round to zero "
+        "or the format's subnormals) instead of its own subnormal scale (torchao's "
+        "quant_primitives: 'eps (Optional[float]): minimum scale, if not provided, default "
+        "to eps of input.dtype', implemented as torch.clamp(scale, min=torch.finfo("
+        "input.dtype).smallest_normal); the float8 scale's fix proposed as pytorch/ao#4762 "
+        "applies the same floor)",
+        _fp32_scales,
+        scale=_scale_floor_fp32_min_normal,
+    )
+)
+
+
+def _unguarded_fp32_scale(amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    # amax / qmax with no special case: 0 where the tile is zero or the quotient underflows
+    return amax.float() / spec.qmax
+
+
+register_convention(
+    Convention(
+        "fp32_scale_zero_unguarded",
+        "the scale is amax / fp8_max with no lower bound, so a zero tile (or one whose "
+        "quotient underflows float32) gets scale 0 and its elements divide as 0 / 0 = NaN "
+        "(a non-zero element as x / 0 = +-Inf, which saturates). Not declared by any "
+        "adapter: torchao 0.18's _choose_scale_float8 does this and upstream's tracker calls "
+        "it a bug (pytorch/ao#4713), so it is a finding; kept as the rule that says exactly "
+        "what it does",
+        _fp32_scales,
+        scale=_unguarded_fp32_scale,
+    )
+)
+
+
 def _is_fnuz(spec: QuantSpec) -> bool:
     return spec.format == "e4m3fnuz" and (spec.clamp_max is None or spec.clamp_max > 224)
 
@@ -409,7 +454,9 @@ register_convention(
         "e4m3_block_scale_min_normal",
         "E4M3 block scales are clamped from below at E4M3's smallest normal 2^-6 before the "
         "cast, so no block scale is subnormal or zero (torchao NVFP4Tensor.to_nvfp4: "
-        "clamp(min=torch.finfo(float8_e4m3fn).tiny))",
+        "clamp(min=torch.finfo(float8_e4m3fn).tiny)). Not declared by any adapter: "
+        "upstream's tracker calls it a bug (pytorch/pytorch#179111, against torchao's "
+        "nvfp4_tensor.py), so it is a finding; kept as the rule that says exactly what it does",
         _e4m3_blocks,
         scale=_min_normal_block_scale,
     )
@@ -432,14 +479,22 @@ register_convention(
     )
 )
 
+def _reciprocal_of_combined(block: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    # (1 / g) / block; a block whose scale rounded to zero holds only +-0 (its elements
+    # times 0), as the reference's zero-scale block does, not x * Inf
+    m = (1.0 / g) / block
+    return torch.where(block == 0, torch.zeros_like(m), m)
+
+
 register_convention(
     Convention(
         "two_level_reciprocal_scale",
         "elements are multiplied by fp32((1 / global) / block) instead of divided by "
         "fp32(block * global); the roundings move codes near ties (torchao "
-        "NVFP4Tensor.to_nvfp4, to match its triton kernel)",
+        "NVFP4Tensor.to_nvfp4, to match its triton kernel). A block scale of zero keeps "
+        "the reference's meaning (its elements are +-0)",
         lambda spec: spec.scale_fmt.per_tensor_level,
-        two_level_multiplier=lambda block, g: (1.0 / g) / block,
+        two_level_multiplier=_reciprocal_of_combined,
     )
 )
 

@@ -16,6 +16,10 @@ rewrites a tensor so that one of them does, and asserts that the rewrite did wha
   onto or across the tie.
 - `tail_amax`: every row's largest element in the last part of a long row, so a reduction
   over a prefix of K misses it.
+- `subnormal_block_scales`: (minifloat block scales, NVFP4's E4M3) half the blocks shrunk so
+  that their ideal block scale, relative to the level above it, lies in the block format's
+  subnormal range, every subnormal code among them; a quantizer that bounds its block
+  scales at the smallest normal (or flushes subnormal scales) gives them other scales.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from harness.core.quantize import (
     tile_amax,
     tile_shape,
 )
-from harness.core.scales import compute_scale
+from harness.core.scales import compute_global_scale, compute_scale
 from harness.core.schemes import QuantSpec
 
 NEAR_TIE = 2.0**-12  # relative offset from a tie: far above float32's 2^-24, below bf16's 2^-9
@@ -230,4 +234,60 @@ def tail_amax(x: torch.Tensor, tail: int) -> torch.Tensor:
         peak = float(out[r].abs().max())
         c = k - 1 - (r * 7) % tail
         out[r, c] = math.copysign(2 * peak, float(out[r, c]))
+    return out
+
+
+# ------------------------------------------------------------ subnormal block scales
+# Where in a subnormal step of the block format a rewritten block's ideal scale lands (in
+# units of the smallest subnormal): on a code, a quarter above it, three quarters above it
+# (the last, 7.75, rounds up to the smallest normal).
+SUBNORMAL_STEP_POINTS = (0.0, 0.25, 0.75)
+
+
+def subnormal_block_scales(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """``x`` (float32) with every other block (by grid position, skipping the one holding
+    the tensor's largest magnitude, so a per-tensor level is unchanged) scaled down so that
+    its ideal block scale, (block amax / qmax) / (the per-tensor scale, or 1), is
+    (m + f) * the block format's smallest subnormal, m = 1 .. its subnormal codes, f in
+    `SUBNORMAL_STEP_POINTS`, cycled. Asserted: the level above is unchanged, every rewritten
+    block's reference scale is non-zero and at most the format's smallest normal (7.75
+    steps round up to it), and every subnormal code occurs."""
+    element = spec.scale_fmt.element
+    if element is None:
+        raise ValueError(f"subnormal_block_scales: {spec.scale_format} scales have no subnormals")
+    fmt = get_format(element)
+    tiny = fmt.min_normal / 2.0**fmt.mant_bits  # the smallest subnormal (E4M3: 2^-9)
+    targets = [
+        (m + f) * tiny for m in range(1, 2**fmt.mant_bits) for f in SUBNORMAL_STEP_POINTS
+    ]
+    out = x.clone().float()
+    amax = tile_amax(out, spec)
+    level = (
+        float(compute_global_scale(amax.max(), spec).reshape(()))
+        if spec.scale_fmt.per_tensor_level
+        else 1.0
+    )
+    top = divmod(int(amax.argmax()), amax.shape[1])
+    br, bc = tile_shape(spec, out.shape)
+    gr, gc = scale_grid(spec, out.shape)
+    rewritten: list[tuple[int, int]] = []
+    for i in range(gr):
+        for j in range(gc):
+            if (i + j) % 2 == 0 or (i, j) == top or float(amax[i, j]) == 0:
+                continue
+            target = targets[len(rewritten) % len(targets)] * spec.qmax * level
+            tile = out[i * br : (i + 1) * br, j * bc : (j + 1) * bc]
+            tile.mul_(target / float(amax[i, j]))
+            rewritten.append((i, j))
+    if spec.scale_fmt.per_tensor_level and float(
+        compute_global_scale(tile_amax(out, spec).max(), spec).reshape(())
+    ) != level:
+        raise AssertionError("subnormal_block_scales changed the per-tensor scale")
+    q = quantize(out, spec)
+    scales = torch.stack([q.scale[i, j] for i, j in rewritten]).float()
+    if not bool(((scales > 0) & (scales <= fmt.min_normal)).all()):
+        raise AssertionError("subnormal_block_scales: a rewritten block's scale is not subnormal")
+    codes = {round(v / tiny) for v in scales.tolist() if v < fmt.min_normal}
+    if codes != set(range(1, 2**fmt.mant_bits)):
+        raise AssertionError(f"subnormal_block_scales: subnormal codes {sorted(codes)} only")
     return out

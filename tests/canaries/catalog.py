@@ -462,6 +462,12 @@ CANARIES: tuple[Canary, ...] = (
         "quantizer rounds a float32 input to bf16",
         quantizers(("fp8_per_channel", "fp8_per_tensor", "w_mxfp4", "w_mxfp8_a_mxfp8")),
     ),
+    _quantizer(
+        "canary_quantizer_e4m3_min_normal_scale",
+        "E4M3MinNormalScaleQuantizer",
+        "E4M3 block scales bounded at the smallest normal 2^-6",
+        quantizers(("w_nvfp4",)),
+    ),
     Canary(
         "canary_quantizer_fault_under_finding",
         "a second fault under a declared engine finding",

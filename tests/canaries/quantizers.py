@@ -45,6 +45,19 @@ class Bf16InputQuantizer(ControlQuantizer):
         return super().quantize(x.to(torch.bfloat16).float(), spec, scale)
 
 
+class E4M3MinNormalScaleQuantizer(ControlQuantizer):
+    """A quantizer that bounds E4M3 block scales below at E4M3's smallest normal 2^-6
+    instead of letting them round to its subnormals (down to 2^-9), undeclared."""
+
+    name = "canary_quantizer_e4m3_min_normal_scale"
+
+    def quantize(
+        self, x: torch.Tensor, spec: QuantSpec, scale: torch.Tensor | None = None
+    ) -> QuantizedTensor:
+        floored = with_conventions(spec, {"e4m3_block_scale_min_normal"})
+        return super().quantize(x, floored, scale)
+
+
 TIES_AWAY_FINDING = KnownFinding(
     "canary finding: FP4 ties round away from zero",
     suites=frozenset({"quantizers"}),
@@ -81,5 +94,6 @@ __all__ = [
     "Bf16InputQuantizer",
     "ControlQuantizer",
     "DeclaredFindingQuantizer",
+    "E4M3MinNormalScaleQuantizer",
     "FaultUnderFindingQuantizer",
 ]

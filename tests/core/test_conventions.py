@@ -46,6 +46,46 @@ def test_amax_floor_bounds_zero_and_tiny_rows_only() -> None:
     assert torch.equal(quantize(x, spec).codes[1], torch.zeros(2, dtype=torch.uint8))
 
 
+def test_scale_floor_fp32_min_normal_bounds_zero_and_subnormal_rows_only() -> None:
+    spec = with_conventions(PER_TOKEN, ["scale_floor_fp32_min_normal"])
+    x = torch.tensor([[2.0**-140, 0.0], [0.0, 0.0], [448.0, 1.0], [2.0**-100, 1.0e-31]])
+    q = quantize(x, spec)
+    scale = q.scale.flatten()
+    assert scale[0] == 2.0**-126  # amax / 448 = 2^-148.8 (a float32 subnormal) < 2^-126
+    assert scale[1] == 2.0**-126  # a zero row gets the floor, not the reference's 1
+    assert scale[2] == 1.0  # 448 / 448: above the floor, unchanged
+    assert scale[3] == torch.tensor(2.0**-100) / 448.0  # a normal quotient: unchanged
+    # 2^-140 / 2^-126 = 2^-14 is below e4m3fn's smallest subnormal 2^-9: code 0 (the
+    # reference's own subnormal scale 2^-149 saturates it to 448 instead)
+    assert int(q.codes[0, 0]) == 0
+    assert int(quantize(x, PER_TOKEN).codes[0, 0]) == 0x7E
+
+
+def test_fp32_scale_zero_unguarded_divides_zero_rows_by_zero() -> None:
+    spec = with_conventions(PER_TOKEN, ["fp32_scale_zero_unguarded"])
+    x = torch.tensor([[0.0, 0.0], [2.0**-145, -0.0], [448.0, 1.0]])
+    q = quantize(x, spec)
+    assert q.scale.flatten().tolist()[:2] == [0.0, 0.0]  # 0 / 448; 2^-145 / 448 underflows
+    assert q.scale.flatten()[2] == 1.0
+    codes = decode(q.codes, "e4m3fn")
+    assert bool(torch.isnan(codes[0]).all())  # 0 / 0
+    assert codes[1, 0] == 448.0  # 2^-145 / 0 = Inf saturates
+    assert bool(torch.isnan(codes[1, 1]))  # -0 / 0
+    assert not bool(torch.isnan(quantize(x, PER_TOKEN).dequantize()).any())
+
+
+def test_two_level_reciprocal_scale_keeps_a_zero_block_scale_zero() -> None:
+    """A block whose E4M3 scale rounds to 0 holds +-0 under the reciprocal multiply too (the
+    reference's meaning of a zero block scale), not x * Inf (saturated) or 0 * Inf (NaN)."""
+    spec = get_scheme("w_nvfp4").weight
+    x = torch.full((1, 32), 3.0)
+    x[0, :16] = torch.tensor([2.0**-140, -(2.0**-141), 0.0, 1.0e-40] * 4)
+    q = quantize(x, with_conventions(spec, ["two_level_reciprocal_scale"]))
+    assert float(q.scale[0, 0]) == 0.0  # (2^-140 / 6) / (3 / 2688) rounds to E4M3 zero
+    assert torch.equal(q.codes[0, :16], quantize(x, spec).codes[0, :16])
+    assert q.codes[0, :16].tolist() == [0, 8, 0, 0] * 4  # +0, -0 (code 8), +0, +0
+
+
 def test_reciprocal_scale_moves_a_tie() -> None:
     # x = fp32(15.5 * 1.7) and x / 1.7 = 15.5 exactly in float32: halfway between the e4m3
     # values 15 (odd mantissa) and 16, so RNE gives 16. fp32(1/1.7) is below 1/1.7, and

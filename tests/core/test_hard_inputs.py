@@ -13,6 +13,7 @@ from harness.core.hard_inputs import (
     near_ties,
     plant_reciprocal_ties,
     reciprocal_tie_scale,
+    subnormal_block_scales,
     tail_amax,
 )
 from harness.core.inputs import scaled_normal
@@ -78,3 +79,25 @@ def test_tail_amax_puts_each_row_peak_past_any_prefix() -> None:
     spec = get_scheme("fp8_per_channel").activation
     assert spec is not None
     assert bool((tile_amax(y, spec) > tile_amax(y[:, :4096], spec)).all())
+
+
+def test_subnormal_block_scales_show_a_floor_at_e4m3s_smallest_normal() -> None:
+    """Half the NVFP4 blocks get E4M3 subnormal scales (every code 1..7) under an unchanged
+    global scale; bounding block scales at 2^-6 (the `e4m3_block_scale_min_normal` rule)
+    changes those blocks' scales and codes, bounding them at 2^-9 changes nothing."""
+    spec = get_scheme("w_nvfp4").weight
+    x = scaled_normal("hard/subnormal_blocks", 8, 256, spec)
+    y = subnormal_block_scales(x, spec)
+    q = quantize(y, spec)
+    assert torch.equal(q.global_scale, quantize(x, spec).global_scale)
+    sub = (q.scale > 0) & (q.scale < 2.0**-6)
+    assert {round(v * 2**9) for v in q.scale[sub].tolist()} == set(range(1, 8))
+    assert int(sub.sum()) >= 50  # of 128 blocks: 64 rewritten, 7.75 steps round to 2^-6
+    floored = quantize(y, with_conventions(spec, ["e4m3_block_scale_min_normal"]))
+    assert bool((floored.scale[sub] == 2.0**-6).all())
+    assert torch.equal(floored.scale[~sub], q.scale[~sub])
+    rows = sub.repeat_interleave(16, dim=1)
+    assert int((floored.codes[rows] != q.codes[rows]).sum()) > 100
+    assert torch.equal(floored.codes[~rows], q.codes[~rows])
+    with pytest.raises(ValueError, match="no subnormals"):
+        subnormal_block_scales(x, get_scheme("w_mxfp4").weight)

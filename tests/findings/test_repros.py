@@ -36,6 +36,7 @@ REPRO_ENGINES: dict[str, str] = {
     "torchao_float8_zero_row_nan.py": "torchao",
     "torchao_float8_scale_in_bf16.py": "torchao",
     "torchao_nvfp4_zero_tensor_nan.py": "torchao",
+    "torchao_nvfp4_block_scale_min_normal.py": "torchao",
     "quark_mxfp_scale_below_e8m0.py": "quark",
     "quark_mxfp_inf_block.py": "quark",
     "quark_mxfp_floor_below_pow2.py": "quark",

@@ -119,6 +119,34 @@ def test_finding_models_follow_each_rule_and_their_union() -> None:
     assert len(both) == 3
 
 
+def test_finding_models_drop_the_conventions_the_finding_replaces() -> None:
+    """A quantizer declaring a scale floor whose engine has no floor (a finding whose rule
+    replaces the convention): the model is the reference under the rule alone, so a zero
+    row is 0 / 0 = NaN there and not the floor's zeros."""
+    from harness.core.quantize import quantize
+    from harness.core.schemes import get_scheme
+    from harness.quantizers.expect import finding_models
+    from tests.canaries.quantizers import ControlQuantizer
+
+    spec = get_scheme("fp8_per_channel").activation
+    assert spec is not None
+    x = torch.tensor([[0.0, 0.0], [448.0, 1.0]])
+    q = ControlQuantizer()
+    q.conventions = frozenset({"scale_floor_fp32_min_normal"})
+    unguarded = KnownFinding(
+        "no floor",
+        behaves_as=frozenset({"fp32_scale_zero_unguarded"}),
+        replaces=frozenset({"scale_floor_fp32_min_normal"}),
+    )
+    (model,) = finding_models(q, spec, [unguarded], x)
+    assert model.scale.flatten().tolist() == [0.0, 1.0]
+    assert bool(torch.isnan(model.dequantize()[0]).all())
+    kept = KnownFinding("kept", behaves_as=frozenset({"fp32_scale_zero_unguarded"}))
+    (floored,) = finding_models(q, spec, [kept], x)  # the floor, applied after the rule
+    assert floored.scale.flatten().tolist() == [2.0**-126, 1.0]
+    assert quantize(x, spec).scale.flatten().tolist() == [1.0, 1.0]
+
+
 def test_finding_rules_replace_the_conventions_they_name() -> None:
     """A case under findings with rules is held to the declared conventions less those the
     findings replace, plus their rules; any finding without rules leaves nothing to scope."""

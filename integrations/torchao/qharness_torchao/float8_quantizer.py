@@ -7,6 +7,12 @@ clamp, cast). The adapter maps the harness's tiles to torchao granularities (who
 tensor: `PerTensor`, one row: `PerRow`, other blocks: `PerBlock`) and views the float8
 data as bytes; a static scale goes to `_quantize_affine_float8` alone. FP32 "exact"
 scales, e4m3fn and e5m2 only; no clamp below the format's max.
+
+Convention declared: the scale bounded below at float32's smallest normal
+(`scale_floor_fp32_min_normal`), the minimum scale torchao's quantization primitives
+document for their affine scales and the float8 fix proposed upstream applies. torchao 0.18's
+float8 scale has no bound at all: the known finding `ZERO_TILE_NAN`, whose rule
+(`fp32_scale_zero_unguarded`) replaces the convention, so only the tiles it explains xfail.
 """
 
 from __future__ import annotations
@@ -47,10 +53,14 @@ def granularity_of(spec: QuantSpec) -> Granularity:
 class Float8FromHPQuantizer:
     name = "torchao_float8_from_hp"
     engine = ENGINE
-    conventions: frozenset[str] = frozenset()
+    conventions: frozenset[str] = frozenset({"scale_floor_fp32_min_normal"})
     known_findings: ClassVar[tuple[KnownFinding, ...]] = (
         KnownFinding(
-            ZERO_TILE_NAN, suites=frozenset({"quantizers"}), cases=frozenset({"degenerate"})
+            ZERO_TILE_NAN,
+            suites=frozenset({"quantizers"}),
+            cases=frozenset({"degenerate"}),
+            behaves_as=frozenset({"fp32_scale_zero_unguarded"}),
+            replaces=frozenset({"scale_floor_fp32_min_normal"}),
         ),
     )
 

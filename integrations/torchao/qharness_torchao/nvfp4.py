@@ -7,10 +7,12 @@ static activation). The adapter only converts layouts: FP4 unpacked (element 0 i
 nibble), E4M3 scale bytes decoded to float32, the per-tensor scale as the [1, 1] global.
 
 Conventions declared (harness.core.conventions), each read from torchao's `nvfp4_quantize`:
-block scales clamped below at E4M3's smallest normal 2^-6 (`e4m3_block_scale_min_normal`),
 an Inf block's scale 448 (`e4m3_inf_block_scale_448`), elements multiplied by
 (1 / global) / block (`two_level_reciprocal_scale`). The global scale amax / (448 * 6) is
-the reference's. Limits of the API, not findings: K a multiple of 16, contiguous input.
+the reference's. Its block scales clamped below at E4M3's smallest normal 2^-6 instead of
+its smallest subnormal 2^-9 are a finding (`BLOCK_SCALE_MIN_NORMAL`, reported upstream as a
+bug), scoped by its rule `e4m3_block_scale_min_normal`. Limits of the API, not findings: K
+a multiple of 16, contiguous input.
 
 Path `torchao_nvfp4_linear`: ``F.linear(x, weight)`` with ``weight`` an `NVFP4Tensor` built
 from the checkpoint's codes and scales; with no activation config torchao dequantizes the
@@ -66,19 +68,28 @@ ZERO_TENSOR_NAN = (
 )
 
 
+BLOCK_SCALE_MIN_NORMAL = (
+    "torchao nvfp4_quantize: block scales are clamped below at E4M3_EPS = "
+    "torch.finfo(torch.float8_e4m3fn).tiny, E4M3's smallest normal 2^-6, not its smallest "
+    "subnormal 2^-9, so a block whose scale (amax / 6) / global lies in E4M3's subnormal "
+    "range gets 2^-6, up to 8 times too large, and its elements lose up to three binades "
+    "(E2M1 codes flushed to 0 or coarser); reported as pytorch/pytorch#179111 (open) "
+    "against torchao's file (integrations/torchao/findings/torchao_nvfp4_block_scale_min_normal.py)"
+)
+
+
 class ToNVFP4Quantizer:
     name = "torchao_to_nvfp4"
     engine = ENGINE
-    conventions = frozenset(
-        {
-            "e4m3_block_scale_min_normal",
-            "e4m3_inf_block_scale_448",
-            "two_level_reciprocal_scale",
-        }
-    )
+    conventions = frozenset({"e4m3_inf_block_scale_448", "two_level_reciprocal_scale"})
     known_findings: ClassVar[tuple[KnownFinding, ...]] = (
         KnownFinding(
             ZERO_TENSOR_NAN, suites=frozenset({"quantizers"}), cases=frozenset({"degenerate"})
+        ),
+        KnownFinding(
+            BLOCK_SCALE_MIN_NORMAL,
+            suites=frozenset({"quantizers"}),
+            behaves_as=frozenset({"e4m3_block_scale_min_normal"}),
         ),
     )
 
