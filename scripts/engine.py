@@ -148,10 +148,15 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
         # scale-point blocks (1.5k rows each, about 100 s) run outside the stage; its
         # quantizing function is dynamic_mxfp4_quant's, which runs them here.
         # The loading suite: each loader's checkpoints with bias through aiter's tuned configs.
-        "(aiter and not fp16 and not (tails and (1x16x256 or 8x128x256)) and not fused_moe"
+        # Split-K configs (`_splitk2`, `_splitk3`): bf16 with bias, the K tail (176), whole
+        # pieces (256) and the input designs (K 384, 640, 672, 4160, 4224); one MXFP4 rule.
+        "(aiter and not splitk and not fp16 and not (tails and (1x16x256 or 8x128x256))"
+        " and not fused_moe"
         " and not ((loaded_layer or designed_checkpoint) and (tails or nobias))"
         " and not (fused_flatten_mxfp4 and (mx_edge_cases or mx_scale_points)))"
-        " or (aiter and fp16 and nobias and not tails)"
+        " or (aiter and fp16 and nobias and not tails and not splitk)"
+        " or (splitk and bf16 and not nobias and not ceil and not even"
+        " and (8x128x256 or 3x144x176 or (test_linear_design and not test_linear_designed)))"
         # MoE: both configs, 7 and 64 tokens, unnormalized routing (renorm changes weights
         # only, which the harness's combine applies); MXFP4 MoE on the default (floor) rule
         # only: the kernel takes codes and E8M0 scales whatever rule made them

@@ -382,7 +382,7 @@ def test_quantizer_on_golden_tensors(
         amax = float(x.float().abs().max()) if expected.scale.numel() == 1 else None
         return f"tile({r},{c})" + ("" if amax is None else f" amax={amax!r}")
 
-    fc = case.finding_case()
+    fc = case.finding_case(shape=tuple(x.shape))  # a finding may depend on the tensor's shape
     models = _models(case.quantizer, fc, spec, x, static)
     _check(fc, case.quantizer, actual, expected, label, record_result, models)
 
@@ -407,7 +407,7 @@ def test_quantizer_on_mx_edge_cases(
     def label(r: int, c: int) -> str:
         return f"{names[r]} (amax {float(blocks[r].abs().max())!r})"
 
-    fc = case.finding_case()
+    fc = case.finding_case(shape=tuple(blocks.shape))
     models = _models(case.quantizer, fc, spec, blocks)
     _check(fc, case.quantizer, actual, expected, label, record_result, models)
 
@@ -432,7 +432,7 @@ def test_quantizer_on_mx_scale_points(
     def label(r: int, c: int) -> str:
         return f"{names[r]} (amax {float(blocks[r].abs().max())!r})"
 
-    fc = case.finding_case()
+    fc = case.finding_case(shape=tuple(blocks.shape))
     models = _models(case.quantizer, fc, spec, blocks)
     _check(fc, case.quantizer, actual, expected, label, record_result, models)
 

@@ -21,6 +21,10 @@ operands is the reference, as in the float32-activation suite.
   fp16 outputs against the declared rule (`Numerics.overflow`).
 - ``scale_grid_3x5``, ``scale_grid_2x3``: 128x128 weight-scale grids of 3x5 and 2x3
   blocks. Show a transposed weight-scale grid.
+- ``odd_k_blocks``: M 5, N 80, K 640 = five 128-wide blocks (672 = 21 MX blocks where the
+  scheme's K scale block is 32), no size a power of two. Shows K split or stepped in
+  pieces that are not whole blocks: split-K pieces of cdiv(K, 2) or cdiv(K, 3) that
+  overlap, read past K or take another block's scale.
 - ``subnormal_codes``: one row per operand with qmax * s and every subnormal code times
   s, the other operand picking out those products alone. Shows subnormal codes flushed
   to zero, dynamic scales included.
@@ -85,6 +89,18 @@ def _long_k(scheme: Scheme) -> Shape:
     scale tile is 128 wide (whole blocks, as 128x128 kernels need)."""
     widths = {s.block[1] for s in (scheme.weight, scheme.activation) if s is not None}
     return (4, 16, 4224 if 128 in widths else 4160)
+
+
+ODD_K_BLOCKS = 5  # K in 128-wide blocks: no split of it into 2 or 3 is whole blocks
+
+
+def _odd_k_blocks(scheme: Scheme) -> Shape:
+    """M, N, K no powers of two; K an odd number of 128-wide blocks (640), plus one scale
+    block where the scheme's K scale block is narrower (672 = 21 MX blocks: an odd count of
+    those too). N = 80 leaves a partial 128-row weight-scale block."""
+    widths = [s.block[1] for s in (scheme.weight, scheme.activation) if s is not None]
+    narrow = min((w for w in widths if w is not None and w < 128), default=0)
+    return (5, 80, ODD_K_BLOCKS * 128 + narrow)
 
 
 # ------------------------------------------------------------------------- builders
@@ -330,6 +346,22 @@ DESIGNS: tuple[Design, ...] = (
         _scale_span_shape,
         ("bf16", "fp32"),
         _e8m0_scale_span,
+    ),
+    Design(
+        "odd_k_blocks",
+        "K split or stepped in pieces that are not whole blocks (split-K pieces overlapping)",
+        (
+            "fp8_per_tensor",
+            "fp8_per_channel",
+            "fp8_per_channel_fnuz",
+            "fp8_per_block",
+            "fp8_per_block_fnuz",
+            "w_mxfp4_a_mxfp4",
+            "w_mxfp4_a_fp8_per_token",
+        ),
+        _odd_k_blocks,
+        ("bf16",),
+        _seeded,
     ),
     Design(
         "subnormal_codes",

@@ -54,6 +54,7 @@ class FindingCase:
     element_format: str = ""  # quantizer cases: the spec's element format
     scale_mode: str = ""  # quantizer cases: the spec's scale rounding ("floor", "rceil", ...)
     id: str = ""  # the test id; read only by the deprecated pattern form
+    shape: tuple[int, ...] = ()  # quantizer cases on one tensor: the quantized tensor's shape
 
     @property
     def out_dtype(self) -> torch.dtype | None:

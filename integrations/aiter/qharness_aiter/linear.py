@@ -331,10 +331,52 @@ def _splitk_pieces(k: int, cfg: dict[str, Any]) -> dict[str, Any]:
     return {**cfg, "SPLITK_BLOCK_SIZE": -(-per_piece // block) * block}
 
 
-# Kernels whose tail config has fields that depend on the shape.
+# Kernels whose tail or split-K config has fields that depend on the shape.
 TAIL_DERIVED: dict[str, Callable[[int, dict[str, Any]], dict[str, Any]]] = {
     "gemm_a8wfp4": _splitk_pieces,
 }
+
+# Split-K launches: every aiter GEMM whose config takes NUM_KSPLIT, split 2 and 3 ways (2 and
+# 4 for gemm_afp4wfp4 and gemm_a8wfp4: their wrappers hand NUM_KSPLIT to the reduce kernel
+# as a tl.arange range, powers of two only, where the others pass next_power_of_2), with
+# BLOCK_SIZE_K = 128 (blockscale's scale block, which its kernel needs) and the tail
+# config's M and N blocks. Each wrapper sizes the pieces itself (gemm_a8wfp4 takes
+# SPLITK_BLOCK_SIZE from the caller: `_splitk_pieces`, as its own _get_config does), so a
+# piece that is not whole K blocks shows on K that is not a multiple of NUM_KSPLIT * 128
+# (K = 176, and the designs' 384, 640, 4160, 4224).
+SPLITK_COUNTS: dict[str, tuple[int, ...]] = {
+    "gemm_a8w8_per_token_scale": (2, 3),
+    "gemm_a8w8_blockscale": (2, 3),
+    "gemm_afp4wfp4": (2, 4),
+    "gemm_a8wfp4": (2, 4),
+}
+SPLITK_BLOCKS: dict[str, Any] = {
+    "BLOCK_SIZE_M": 16,
+    "BLOCK_SIZE_N": 32,
+    "BLOCK_SIZE_K": 128,
+    "GROUP_SIZE_M": 1,
+}
+
+
+def splitk_piece(k: int, splits: int) -> int:
+    """K elements per split-K piece as gemm_a8w8_blockscale's and
+    gemm_a8w8_per_token_scale's wrappers set it: SPLITK_BLOCK_SIZE = cdiv(K, NUM_KSPLIT)."""
+    return -(-k // splits)
+
+
+def wrapper_block_k(block_k: int, piece: int) -> int:
+    """BLOCK_SIZE_K as those two wrappers leave it for a piece: shrunk to next_power_of_2(piece)
+    where it exceeds the piece, a quarter of that where that still exceeds it, at least 16."""
+    if block_k > piece:
+        block_k = 1 << (piece - 1).bit_length()
+        if block_k > piece:
+            block_k //= 4
+    return max(block_k, 16)
+
+
+# gemm_a8w8_blockscale asserts GROUP_K (its 128 scale block) == BLOCK_SIZE_K, which the
+# wrapper shrinks below 128 where a piece is shorter: no launch for such K.
+SPLITK_MIN_PIECE: dict[str, int] = {"gemm_a8w8_blockscale": FP8_BLOCK}
 # gemm_a8wfp4 asserts w_scales has shape (N, K // 32): no partial MX block in K.
 WHOLE_MX_BLOCKS_ONLY: frozenset[str] = frozenset({"gemm_a8wfp4"})
 OUT_DTYPES: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float16, torch.float32)
@@ -346,6 +388,7 @@ class AiterLinearPath(LinearPathBase):
     name: ClassVar[str]
     kernel: ClassVar[str]
     tails: ClassVar[bool] = False
+    ksplit: ClassVar[int] = 1  # > 1: `SPLITK_BLOCKS` split NUM_KSPLIT ways
     engine = ENGINE
     runs_kernel_source = True  # Triton source: interpreted on a simulated arch
     known_findings: ClassVar[tuple[KnownFinding, ...]] = ()
@@ -365,7 +408,10 @@ class AiterLinearPath(LinearPathBase):
         )
 
     def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
-        config = "tail config" if self.tails else "aiter's tuned config"
+        if self.ksplit > 1:
+            config = f"split-K config, NUM_KSPLIT={self.ksplit}"
+        else:
+            config = "tail config" if self.tails else "aiter's tuned config"
         return f"aiter.ops.triton.{self.kernel} ({config})"
 
     def numerics(self, scheme: Scheme, problem: LinearProblem) -> Numerics:
@@ -408,7 +454,20 @@ class AiterLinearPath(LinearPathBase):
                 f"{self.name}: K={problem.k} is not a multiple of {MX_BLOCK}; aiter's wrapper "
                 f"asserts w_scales of shape (N, K//{MX_BLOCK}) (no partial MX block)"
             )
+        least = SPLITK_MIN_PIECE.get(self.kernel, 0) if self.ksplit > 1 else 0
+        if splitk_piece(problem.k, self.ksplit) < least:
+            return Support.no(
+                f"{self.name}: K={problem.k} in {self.ksplit} pieces of "
+                f"{splitk_piece(problem.k, self.ksplit)} < {least}: aiter's wrapper shrinks "
+                f"BLOCK_SIZE_K below its {least} scale block and asserts GROUP_K == BLOCK_SIZE_K"
+            )
         return Support.yes()
+
+    def overrides(self) -> dict[str, Any] | None:
+        """The config fields this path sets over aiter's tuned config (None: aiter's own)."""
+        if self.ksplit > 1:
+            return {**SPLITK_BLOCKS, "NUM_KSPLIT": self.ksplit}
+        return TAIL_CONFIGS[self.kernel] if self.tails else None
 
     def forward(
         self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
@@ -423,8 +482,7 @@ class AiterLinearPath(LinearPathBase):
         xq = QuantizedTensor(_like(xq.codes, x), xq.scale, xq.spec)
         m, k = xq.codes.shape
         n = layer.weight.codes.shape[0]
-        overrides = TAIL_CONFIGS[self.kernel] if self.tails else None
-        cfg = _config(self.kernel, m, n, k, overrides)
+        cfg = _config(self.kernel, m, n, k, self.overrides())
         if cfg is not None and self.kernel in TAIL_DERIVED:
             cfg = TAIL_DERIVED[self.kernel](k, cfg)
         if not platform.simulated:
@@ -462,8 +520,8 @@ class AiterLinearPath(LinearPathBase):
         return (y + layer.bias.float()).to(out)
 
 
-def _path(kernel: str, tails: bool) -> type[AiterLinearPath]:
-    suffix = "_tails" if tails else ""
+def _path(kernel: str, tails: bool, ksplit: int = 1) -> type[AiterLinearPath]:
+    suffix = f"_splitk{ksplit}" if ksplit > 1 else "_tails" if tails else ""
     return type(
         f"Aiter_{kernel}{suffix}",
         (AiterLinearPath,),
@@ -471,6 +529,7 @@ def _path(kernel: str, tails: bool) -> type[AiterLinearPath]:
             "name": f"aiter_{kernel}{suffix}",
             "kernel": kernel,
             "tails": tails,
+            "ksplit": ksplit,
             "__module__": __name__,
         },
     )
@@ -486,6 +545,24 @@ AiterGemmAFP4WFP4 = _path("gemm_afp4wfp4", False)
 AiterGemmAFP4WFP4Tails = _path("gemm_afp4wfp4", True)
 AiterGemmA8WFP4 = _path("gemm_a8wfp4", False)
 AiterGemmA8WFP4Tails = _path("gemm_a8wfp4", True)
+AiterGemmA8W8PerTokenSplitK2 = _path("gemm_a8w8_per_token_scale", False, 2)
+AiterGemmA8W8PerTokenSplitK3 = _path("gemm_a8w8_per_token_scale", False, 3)
+AiterGemmA8W8BlockscaleSplitK2 = _path("gemm_a8w8_blockscale", False, 2)
+AiterGemmA8W8BlockscaleSplitK3 = _path("gemm_a8w8_blockscale", False, 3)
+AiterGemmAFP4WFP4SplitK2 = _path("gemm_afp4wfp4", False, 2)
+AiterGemmAFP4WFP4SplitK4 = _path("gemm_afp4wfp4", False, 4)
+AiterGemmA8WFP4SplitK2 = _path("gemm_a8wfp4", False, 2)
+AiterGemmA8WFP4SplitK4 = _path("gemm_a8wfp4", False, 4)
+SPLITK_PATHS: tuple[type[AiterLinearPath], ...] = (
+    AiterGemmA8W8PerTokenSplitK2,
+    AiterGemmA8W8PerTokenSplitK3,
+    AiterGemmA8W8BlockscaleSplitK2,
+    AiterGemmA8W8BlockscaleSplitK3,
+    AiterGemmAFP4WFP4SplitK2,
+    AiterGemmAFP4WFP4SplitK4,
+    AiterGemmA8WFP4SplitK2,
+    AiterGemmA8WFP4SplitK4,
+)
 # docs/ENGINE-FINDINGS.md, "gemm_a8wfp4's default config for a shape depends on the shapes
 # run before it": _get_config writes each K's split into a dict shared by the M range and
 # lru-caches it. The linear cases' K (128, 256) all get SPLITK_BLOCK_SIZE=256 below M=129, so
@@ -513,6 +590,51 @@ AiterGemmA8W8PerTokenTails.known_findings = (
         when=lambda case: case.problem is not None and -(-case.problem.k // 2) % 64 != 0,
     ),
 )
+
+
+def _pieces_not_whole_blocks(splits: int, block_k: int) -> Callable[[FindingCase], bool]:
+    """Cases whose split-K pieces (`splitk_piece`) are not whole BLOCK_SIZE_K blocks as the
+    wrapper leaves BLOCK_SIZE_K (`wrapper_block_k`)."""
+
+    def partial(case: FindingCase) -> bool:
+        if case.problem is None:
+            return False
+        piece = splitk_piece(case.problem.k, splits)
+        return piece % wrapper_block_k(block_k, piece) != 0
+
+    return partial
+
+
+# docs/ENGINE-FINDINGS.md, "aiter: split-K pieces that are not whole BLOCK_SIZE_K blocks"
+for _split_path in (AiterGemmA8W8PerTokenSplitK2, AiterGemmA8W8PerTokenSplitK3):
+    _split_path.known_findings = (
+        KnownFinding(
+            f"aiter gemm_a8w8_per_token_scale with NUM_KSPLIT={_split_path.ksplit} and "
+            f"BLOCK_SIZE_K={SPLITK_BLOCKS['BLOCK_SIZE_K']}: where cdiv(K, NUM_KSPLIT) is not a "
+            "multiple of the BLOCK_SIZE_K the wrapper leaves, the kernel's K masks count whole "
+            "blocks from the piece start, so sums are wrong "
+            "(integrations/aiter/findings/per_token_scale_splitk_tail.py)",
+            suites=frozenset({"linear"}),
+            when=_pieces_not_whole_blocks(_split_path.ksplit, SPLITK_BLOCKS["BLOCK_SIZE_K"]),
+        ),
+    )
+
+# docs/ENGINE-FINDINGS.md, "gemm_a8w8_blockscale's split-K pieces overlap where they are not
+# whole 128-wide blocks"
+for _split_path in (AiterGemmA8W8BlockscaleSplitK2, AiterGemmA8W8BlockscaleSplitK3):
+    _split_path.known_findings = (
+        KnownFinding(
+            f"aiter gemm_a8w8_blockscale with NUM_KSPLIT={_split_path.ksplit}: the wrapper "
+            "sets each piece to cdiv(K, NUM_KSPLIT) elements while the kernel steps a piece "
+            "by whole 128-wide K blocks and indexes the scales from its start, so where a "
+            "piece is not whole blocks (K=384 in 2, K=640 in 2 or 3) pieces overlap, read "
+            "past K and take misaligned scales: wrong sums "
+            "(integrations/aiter/findings/aiter_blockscale_splitk_partial_blocks.py; "
+            "ROCm/aiter#5286, open)",
+            suites=frozenset({"linear"}),
+            when=_pieces_not_whole_blocks(_split_path.ksplit, FP8_BLOCK),
+        ),
+    )
 
 # aiter's tuned BLOCK_SIZE_K on gfx950 for every suite shape (NUM_KSPLIT 1 after get_splitk
 # where K does not split): the scale loads over-read where it does not divide K rounded up

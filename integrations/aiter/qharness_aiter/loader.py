@@ -68,6 +68,30 @@ def _simulated_import(arch: str) -> None:
     arch_info.get_arch = lambda: arch
 
 
+def _simulated_chip_info(arch: str) -> None:
+    """``aiter.jit.utils.chip_info`` (which imports aiter's JIT toolchain and asks
+    ``rocminfo``) as a bare module whose ``get_gfx`` returns the simulated arch, so
+    ``aiter/utility/dtypes.py`` runs as shipped and picks the arch's dtypes."""
+    root = sys.modules["aiter"].__path__[0]
+    for name in ("aiter.jit", "aiter.jit.utils", "aiter.utility"):
+        if name not in sys.modules:
+            _bare_package(name, os.path.join(root, *name.split(".")[1:]))
+    chip_info = types.ModuleType("aiter.jit.utils.chip_info")
+    chip_info.get_gfx = lambda: arch  # type: ignore[attr-defined]
+    sys.modules["aiter.jit.utils.chip_info"] = chip_info
+
+
+def aiter_utility(platform: PlatformInfo, module: str) -> Any:
+    """The module ``aiter.utility.<module>`` as this platform runs it (on a simulated
+    platform: its ``dtypes`` for the simulated arch, the rest of aiter not imported)."""
+    if platform.simulated:
+        _simulated_import(platform.arch)
+        _simulated_chip_info(platform.arch)
+    else:
+        importlib.import_module("aiter")
+    return importlib.import_module(f"aiter.utility.{module}")
+
+
 def aiter_triton(platform: PlatformInfo, kernel: str) -> Any:
     """The module ``aiter.ops.triton.<kernel>`` as this platform runs it."""
     if platform.simulated:
