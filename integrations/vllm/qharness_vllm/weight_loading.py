@@ -56,10 +56,16 @@ class ScaleParameter:
     rows: str  # "slot": one per logical shard; "row": one per output row; "block"
 
 
+# weight block -> vLLM's scale parameter (any other block: BlockQuantScaleParameter)
+SCALE_PARAMETERS: dict[tuple[int | None, int | None], ScaleParameter] = {
+    (WHOLE, WHOLE): ScaleParameter(PerTensorScaleParameter, "slot"),
+    (1, WHOLE): ScaleParameter(ChannelQuantScaleParameter, "row"),
+}
+BLOCK_SCALES = ScaleParameter(BlockQuantScaleParameter, "block")
+
+
 def _scale_parameter(block: tuple[int | None, int | None]) -> ScaleParameter:
-    table = {(WHOLE, WHOLE): ScaleParameter(PerTensorScaleParameter, "slot")}
-    table[(1, WHOLE)] = ScaleParameter(ChannelQuantScaleParameter, "row")
-    return table.get(block, ScaleParameter(BlockQuantScaleParameter, "block"))
+    return SCALE_PARAMETERS.get(block, BLOCK_SCALES)
 
 
 def _is_qkv(logical: tuple[tuple[str, int], ...]) -> bool:
@@ -68,7 +74,9 @@ def _is_qkv(logical: tuple[tuple[str, int], ...]) -> bool:
     return names == QKV_NAMES and widths[1] == widths[2] > 0
 
 
-def vllm_layer(logical: tuple[tuple[str, int], ...], k: int) -> tuple[torch.nn.Module, tuple]:
+def vllm_layer(
+    logical: tuple[tuple[str, int], ...], k: int
+) -> tuple[torch.nn.Module, tuple[Any, ...]]:
     """The vLLM layer for these logical shards, and the shard id of each (unquantized as
     built: `load_with_vllm` gives it vLLM's FP8 parameters)."""
     widths = [w for _, w in logical]
