@@ -152,9 +152,11 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "harness.quantizers.layout": ("check_scale_layout", "ScaleLayoutError"),
     # checkpoint loading: the loader type and the transforms adapters compose
     "harness.loading.loaders": ("Loader",),
+    "harness.loading.checkpoint": ("LinearCheckpoint", "STORED_SCALE_DTYPES"),
     "harness.loading.transforms": (
         "LoadState",
         "LoadError",
+        "loaded_slots",
         "contiguous_kernel_layout",
         "merge_input_scales",
         "normalize_to_platform_fp8",
@@ -229,11 +231,13 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from harness.linear.checks import expected_output, linear_checks
     from harness.linear.operands import expected_operands, operand_checks
     from harness.linear.paths import get_path, linear_paths
+    from harness.loading.checkpoint import STORED_SCALE_DTYPES, LinearCheckpoint
     from harness.loading.loaders import Loader
     from harness.loading.transforms import (
         LoadError,
         LoadState,
         contiguous_kernel_layout,
+        loaded_slots,
         merge_input_scales,
         normalize_to_platform_fp8,
         requantize_with_max_scale,

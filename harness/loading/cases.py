@@ -21,8 +21,8 @@ the correctly loaded layer, and |x| @ |W|^T for the error bound.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import torch
@@ -38,7 +38,14 @@ from harness.core.quantize import (
     scale_grid,
 )
 from harness.core.schemes import SCHEMES, WHOLE, Scheme, get_scheme
-from harness.loading.checkpoint import LinearCheckpoint, QuantConfig, Shard, build_checkpoint
+from harness.loading.checkpoint import (
+    LinearCheckpoint,
+    QuantConfig,
+    Shard,
+    build_checkpoint,
+    scale_values,
+    stored_scale,
+)
 from harness.paths.base import Numerics, multiplied_activation
 from harness.paths.case import Case
 from harness.store.golden_registry import GoldenData, register_each
@@ -247,7 +254,8 @@ def expected_runtime_weight(
             parts.append(quantize(values, spec, grid).dequantize(dtype))
         else:
             codes = ckpt.shard_codes(shard)
-            grid = shard.weight_scale.reshape(scale_grid(spec, codes.shape))  # type: ignore[union-attr]
+            scale = scale_values(shard.weight_scale)  # type: ignore[arg-type]
+            grid = scale.reshape(scale_grid(spec, codes.shape))
             parts.append(QuantizedTensor(codes, grid, spec).dequantize(dtype))
     return torch.cat(parts, dim=0)
 
@@ -313,7 +321,7 @@ def build_loading_golden(scheme_name: str, case_name: str) -> GoldenData:
     for i, shard in enumerate(ckpt.shards):
         data.exact[f"shard{i}.weight_codes"] = ckpt.shard_codes(shard).clone()
         if shard.weight_scale is not None:
-            data.exact[f"shard{i}.weight_scale"] = shard.weight_scale
+            data.exact[f"shard{i}.weight_scale"] = scale_values(shard.weight_scale)
         if shard.input_scale is not None:
             data.exact[f"shard{i}.input_scale"] = shard.input_scale
     data.reference["y_ref"] = y.float()
@@ -330,12 +338,13 @@ def checkpoint_from_golden(data: GoldenData, scheme_name: str, case_name: str) -
     shards = []
     for i, (name, _) in enumerate(case.shards):
         codes = t[f"shard{i}.weight_codes"]
+        scale = t.get(f"shard{i}.weight_scale")  # float32 values in the golden
         shards.append(
             Shard(
                 name,
                 int(codes.shape[0]),
                 codes.view(dtype),
-                t.get(f"shard{i}.weight_scale"),
+                None if scale is None else stored_scale(scale, scheme.weight),
                 t.get(f"shard{i}.input_scale"),
             )
         )
@@ -361,13 +370,98 @@ def designed_case_data(scheme_name: str, case_name: str) -> GoldenData:
     return build_loading_golden(scheme_name, case_name)
 
 
+# ------------------------------------------------------------------ on-disk layouts
+# How a fused case's checkpoint is stored (`LoadingParams.layout`): each logical shard on
+# its own with its own scales (the case as built; "" in test ids), or the layer fused on
+# disk, one tensor with one set of scales (`fused_on_disk`).
+PER_SHARD = ""
+FUSED_ON_DISK = "fused_on_disk"
+LAYOUTS: tuple[str, ...] = (PER_SHARD, FUSED_ON_DISK)
+# The name a fused layer's one tensor has on disk, by its logical shards' names (others:
+# their names' stems joined, as gate/up gives gate_up_proj).
+FUSED_NAMES: dict[tuple[str, ...], str] = {("q_proj", "k_proj", "v_proj"): "qkv_proj"}
+
+
+def _fused_name(names: tuple[str, ...]) -> str:
+    return FUSED_NAMES.get(names) or "_".join(n.removesuffix("_proj") for n in names) + "_proj"
+
+
+def fused_on_disk(ckpt: LinearCheckpoint) -> LinearCheckpoint:
+    """The same fused layer as a tool that writes it fused stores it: one tensor of every
+    shard's rows, one set of scales, the logical shards listed.
+
+    Per-tensor: one scale, the largest shard scale, every other shard requantized to it with
+    the reference quantizer (the shard that has it keeps its codes); other granularities:
+    every row or block keeps its codes and scale (blocks never straddle shards: widths are
+    whole blocks). Static input scales: one, the largest (the shards share their input).
+    """
+    if not ckpt.fused:
+        raise ValueError(f"{ckpt.source}: an unfused layer has no fused on-disk layout")
+    spec = ckpt.scheme.weight
+    k = int(ckpt.shards[0].weight.shape[1])
+    if spec.block == (WHOLE, WHOLE):
+        scale = torch.stack(
+            [
+                scale_values(s.weight_scale).reshape(())
+                for s in ckpt.shards
+                if s.weight_scale is not None
+            ]
+        ).max()
+        grid = scale.reshape(1, 1)
+        parts = [
+            quantize(ckpt.dequantize_shard(i), spec, grid).codes
+            if s.width
+            else torch.zeros(0, k, dtype=torch.uint8)
+            for i, s in enumerate(ckpt.shards)
+        ]
+        weight_scale = scale.reshape(())
+    else:
+        parts = [ckpt.shard_codes(s) for s in ckpt.shards]
+        cols = scale_grid(spec, (1, k))[1]
+        scales = [
+            scale_values(s.weight_scale).reshape(-1, cols)
+            for s in ckpt.shards
+            if s.weight_scale is not None
+        ]
+        weight_scale = torch.cat(scales, dim=0)
+        if spec.block == (1, WHOLE):
+            weight_scale = weight_scale.reshape(-1, 1)
+    inputs = [s.input_scale for s in ckpt.shards if s.input_scale is not None]
+    names = tuple(s.name for s in ckpt.shards)
+    codes = torch.cat(parts, dim=0)
+    shard = Shard(
+        _fused_name(names),
+        int(codes.shape[0]),
+        codes.view(get_format(spec.format).to_torch_dtype()),
+        stored_scale(weight_scale, spec),
+        torch.stack(inputs).max().reshape(()) if inputs else None,
+    )
+    logical = tuple((s.name, s.width) for s in ckpt.shards)
+    return replace(ckpt, shards=(shard,), logical=logical, source=f"{ckpt.source} (fused on disk)")
+
+
+def _as_built(ckpt: LinearCheckpoint) -> LinearCheckpoint:
+    return ckpt
+
+
+LAYOUT_BUILDERS: dict[str, Callable[[LinearCheckpoint], LinearCheckpoint]] = {
+    PER_SHARD: _as_built,
+    FUSED_ON_DISK: fused_on_disk,
+}
+
+
+def checkpoint_in_layout(ckpt: LinearCheckpoint, layout: str) -> LinearCheckpoint:
+    """``ckpt`` stored in ``layout`` (one of `LAYOUTS`)."""
+    return LAYOUT_BUILDERS[layout](ckpt)
+
+
 # ------------------------------------------------------------------- suite params
 @dataclass(frozen=True)
 class LoadingParams(Case):
     """One suite parameter: scheme x case x platform flavour (x loader, path, bias)."""
 
     SUITE = "loading"
-    ID = ("scheme", "case", "flavour", "loader", "path", "bias_id")
+    ID = ("scheme", "case", "flavour", "loader", "path", "bias_id", "layout")
     RECORD = (
         "scheme",
         "case",
@@ -375,6 +469,7 @@ class LoadingParams(Case):
         "loader=loader_or_none",
         "path=path_or_none",
         "bias",
+        "layout=layout_name",
     )
     FINDING_SUITE = "loading"
     GOLDEN = GOLDEN_ENTRY
@@ -385,6 +480,11 @@ class LoadingParams(Case):
     loader: str = ""
     path: str = ""
     bias: bool = True
+    layout: str = PER_SHARD  # the checkpoint's on-disk layout (`LAYOUTS`)
+
+    @property
+    def layout_name(self) -> str:
+        return self.layout or "per_shard"
 
     @property
     def bias_id(self) -> str:
@@ -394,6 +494,10 @@ class LoadingParams(Case):
     @property
     def finding_case_name(self) -> str:
         return self.case
+
+    def finding_fields(self) -> dict[str, object]:
+        """The case's finding fields and the flavour loaded into (a loader's findings)."""
+        return {**super().finding_fields(), "flavour": self.flavour}
 
     @property
     def loader_or_none(self) -> str | None:
@@ -409,11 +513,19 @@ def loading_params(
     paths: tuple[str, ...] = ("",),
     biases: tuple[bool, ...] = (True,),
     cases: tuple[LoadingCase, ...] = CASES,
+    layouts: tuple[str, ...] = (PER_SHARD,),
 ) -> Iterator[LoadingParams]:
+    """Every scheme x case x flavour (x loader, path, bias, layout); layouts other than
+    per-shard for fused cases only (an unfused layer is stored one way)."""
     for scheme in fp8_schemes():
         for case in cases:
             for flavour in FLAVOURS:
                 for loader in loaders:
                     for path in paths:
                         for bias in biases:
-                            yield LoadingParams(scheme, case.name, flavour, loader, path, bias)
+                            for layout in layouts:
+                                if layout != PER_SHARD and len(case.shards) < 2:
+                                    continue
+                                yield LoadingParams(
+                                    scheme, case.name, flavour, loader, path, bias, layout
+                                )

@@ -6,6 +6,12 @@ whole layer. Fused layers (QKV, gate/up) list their shards with logical widths; 
 its own scales, as it was quantized on its own. The quantization config (method + scheme) and
 the layer layout travel in the safetensors ``__metadata__`` as JSON strings.
 
+A fused layer may also be stored fused on disk (one ``qkv_proj`` / ``gate_up_proj`` tensor
+with one set of scales, as some models ship): one stored shard, with the logical shards it
+holds listed in ``logical`` (names and widths), which an engine's fused layer still has.
+Scales are stored in their scale format's checkpoint dtype (`STORED_SCALE_DTYPES`: float32,
+or float8_e8m0fnu for power-of-two E8M0 scales); `scale_values` reads either as float32.
+
 `read_checkpoint` validates everything before returning: a bad file raises `CheckpointError`
 naming the tensor and what was expected, and nothing is returned half-read.
 """
@@ -36,6 +42,32 @@ LAYOUT_KEY = "qharness_layer"  # __metadata__ key: {"prefix": ..., "shards": [[n
 # loads into inf/NaN weights.
 SCALE_HEADROOM = 2.0
 FLOAT32_MAX = float(torch.finfo(torch.float32).max)
+# The dtype a checkpoint stores each weight scale format in (safetensors F32 / F8_E8M0):
+# power-of-two E8M0 scales are stored as the byte torch calls float8_e8m0fnu.
+STORED_SCALE_DTYPES: dict[str, torch.dtype] = {
+    "fp32": torch.float32,
+    "e8m0": torch.float8_e8m0fnu,
+}
+
+
+def stored_scale_dtypes(spec: QuantSpec) -> tuple[torch.dtype, ...]:
+    """The dtypes a checkpoint may store ``spec``'s weight scales in: float32 values (as
+    many tools write even power-of-two scales), or the scale format's own bytes."""
+    return tuple(dict.fromkeys((torch.float32, STORED_SCALE_DTYPES[spec.scale_fmt.name])))
+
+
+def stored_scale(scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """float32 scale values as a checkpoint of ``spec`` stores them (lossless: the scale
+    format's codec raises on a value it cannot hold)."""
+    dtype = STORED_SCALE_DTYPES[spec.scale_fmt.name]
+    if dtype == torch.float32:
+        return scale.float()
+    return spec.scale_fmt.store(scale.float().contiguous()).view(dtype)
+
+
+def scale_values(scale: torch.Tensor) -> torch.Tensor:
+    """A stored scale's float32 values, exactly (E8M0 bytes are powers of two)."""
+    return scale.float()
 
 
 class CheckpointError(QHarnessError, ValueError):
@@ -71,7 +103,7 @@ class Shard:
     name: str  # "" for an unfused layer; "q_proj", "k_proj", ... for fused ones
     width: int  # output rows of this shard (may be 0)
     weight: torch.Tensor  # float8 dtype [width, K]
-    weight_scale: torch.Tensor | None  # float32, `weight_scale_shapes`; None: absent in file
+    weight_scale: torch.Tensor | None  # `STORED_SCALE_DTYPES`, `weight_scale_shapes`; None: absent
     input_scale: torch.Tensor | None  # float32 (), static activation scale
 
 
@@ -84,6 +116,9 @@ class LinearCheckpoint:
     shards: tuple[Shard, ...]
     bias: torch.Tensor | None = None
     source: str = "<memory>"  # file the checkpoint came from, for error messages
+    # fused on disk: the logical shards (name, width) the one stored shard holds; () when
+    # every logical shard is stored on its own
+    logical: tuple[tuple[str, int], ...] = ()
 
     @property
     def scheme(self) -> Scheme:
@@ -95,7 +130,27 @@ class LinearCheckpoint:
 
     @property
     def fused(self) -> bool:
+        """Several shards stored on their own (each with its own scales)."""
         return len(self.shards) > 1
+
+    @property
+    def fused_on_disk(self) -> bool:
+        """One stored tensor holding several logical shards (one set of scales)."""
+        return bool(self.logical)
+
+    @property
+    def logical_shards(self) -> tuple[tuple[str, int], ...]:
+        """The layer's logical shards (name, width), as an engine's fused layer has them."""
+        return self.logical or tuple((s.name, s.width) for s in self.shards)
+
+    @property
+    def logical_widths(self) -> tuple[int, ...]:
+        return tuple(width for _, width in self.logical_shards)
+
+    def logical_name(self, index: int, field_name: str) -> str:
+        """A logical shard's tensor name (fused on disk: what it would be stored as)."""
+        name = self.logical_shards[index][0]
+        return ".".join(p for p in (self.prefix, name, field_name) if p)
 
     def tensor_name(self, shard: Shard, field_name: str) -> str:
         parts = [p for p in (self.prefix, shard.name, field_name) if p]
@@ -125,7 +180,7 @@ class LinearCheckpoint:
         if shard.weight_scale is None:
             raise CheckpointError(f"{self.tensor_name(shard, 'weight_scale')} is absent")
         codes = self.shard_codes(shard)
-        grid = shard.weight_scale.reshape(scale_grid(spec, codes.shape))
+        grid = scale_values(shard.weight_scale).reshape(scale_grid(spec, codes.shape))
         return QuantizedTensor(codes, grid, spec).dequantize()
 
     def without_bias(self) -> LinearCheckpoint:
@@ -180,7 +235,8 @@ def build_checkpoint(
             tile_scales = compute_scale(tile_amax(w.float(), scheme.weight), scheme.weight)
             q = quantize(w, scheme.weight, tile_scales * margin)
             codes = q.codes
-            scale = q.scale.reshape(weight_scale_shapes(scheme.weight, *w.shape)[0])
+            shape = weight_scale_shapes(scheme.weight, *w.shape)[0]
+            scale = stored_scale(q.scale.reshape(shape), scheme.weight)
         given = None if input_scales is None else input_scales.get(name)
         in_scale = None if given is None else given.float().reshape(())
         weight = codes.view(fmt.to_torch_dtype())
@@ -191,7 +247,12 @@ def build_checkpoint(
 # --------------------------------------------------------------------------- files
 def save_checkpoint(ckpt: LinearCheckpoint, path: Path | str) -> None:
     """Write a safetensors file: FP8 weights with float8 dtypes, config in __metadata__."""
-    layout = {"prefix": ckpt.prefix, "shards": [[s.name, s.width] for s in ckpt.shards]}
+    layout: dict[str, Any] = {
+        "prefix": ckpt.prefix,
+        "shards": [[s.name, s.width] for s in ckpt.shards],
+    }
+    if ckpt.logical:
+        layout["logical"] = [[name, width] for name, width in ckpt.logical]
     metadata = {CONFIG_KEY: json.dumps(ckpt.config.to_json()), LAYOUT_KEY: json.dumps(layout)}
     tensors = {k: v.detach().cpu().contiguous() for k, v in ckpt.tensors().items()}
     save_file(tensors, str(path), metadata=metadata)
@@ -224,27 +285,38 @@ def _json_field(metadata: dict[str, str], key: str, where: str) -> Any:
         raise CheckpointError(f"{where}: __metadata__[{key!r}] is nested too deeply") from None
 
 
-def _layout(layout: Any, where: str) -> tuple[str, list[tuple[str, int]]]:
-    """The layer prefix and ``[(shard name, width)]``: strings and non-negative integers
-    (not bools, floats, NaN or Infinity, which JSON parsers accept)."""
+def _pairs(items: Any, field: str) -> list[tuple[str, int]]:
+    """``[[name, width], ...]``: strings and non-negative integers (not bools, floats, NaN
+    or Infinity, which JSON parsers accept)."""
+    if not isinstance(items, list):
+        raise CheckpointError(f"{field} must be a list of [name, width] pairs")
+    specs = []
+    for i, item in enumerate(items):
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
+            raise CheckpointError(f"{field}[{i}] must be [name, width], got {item!r}")
+        width = item[1]
+        if type(width) is not int or width < 0:
+            raise CheckpointError(
+                f"{field}[{i}] width must be a non-negative integer, got {width!r}"
+            )
+        specs.append((item[0], width))
+    return specs
+
+
+def _layout(
+    layout: Any, where: str
+) -> tuple[str, list[tuple[str, int]], tuple[tuple[str, int], ...]]:
+    """The layer prefix, ``[(shard name, width)]`` stored, and the logical shards of a
+    layer fused on disk (``()`` when absent)."""
     expected = "{'prefix': str, 'shards': [[name, width], ...]}"
     field = f"{where}: __metadata__[{LAYOUT_KEY!r}]"
     if not isinstance(layout, dict) or not isinstance(layout.get("prefix"), str):
         raise CheckpointError(f"{field} must be {expected}; 'prefix' is missing or not a string")
-    shards = layout.get("shards")
-    if not isinstance(shards, list):
-        raise CheckpointError(f"{field}['shards'] must be a list of [name, width] pairs")
-    specs = []
-    for i, item in enumerate(shards):
-        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
-            raise CheckpointError(f"{field}['shards'][{i}] must be [name, width], got {item!r}")
-        width = item[1]
-        if type(width) is not int or width < 0:
-            raise CheckpointError(
-                f"{field}['shards'][{i}] width must be a non-negative integer, got {width!r}"
-            )
-        specs.append((item[0], width))
-    return layout["prefix"], specs
+    specs = _pairs(layout.get("shards"), f"{field}['shards']")
+    logical: tuple[tuple[str, int], ...] = ()
+    if "logical" in layout:
+        logical = tuple(_pairs(layout["logical"], f"{field}['logical']"))
+    return layout["prefix"], specs, logical
 
 
 def read_checkpoint(path: Path | str) -> LinearCheckpoint:
@@ -253,7 +325,7 @@ def read_checkpoint(path: Path | str) -> LinearCheckpoint:
     where = str(path)
     tensors, metadata = _read_raw(path)
     config = QuantConfig.from_json(_json_field(metadata, CONFIG_KEY, where), where)
-    prefix, shard_specs = _layout(_json_field(metadata, LAYOUT_KEY, where), where)
+    prefix, shard_specs, logical = _layout(_json_field(metadata, LAYOUT_KEY, where), where)
     probe = LinearCheckpoint(prefix, config, (), None, where)
     shards = []
     for name, width in shard_specs:
@@ -270,15 +342,24 @@ def read_checkpoint(path: Path | str) -> LinearCheckpoint:
                 tensors.get(probe.tensor_name(stub, "input_scale")),
             )
         )
-    ckpt = LinearCheckpoint(prefix, config, tuple(shards), tensors.get(f"{prefix}.bias"), where)
+    bias = tensors.get(f"{prefix}.bias")
+    ckpt = LinearCheckpoint(prefix, config, tuple(shards), bias, where, logical)
     validate_checkpoint(ckpt)
     return ckpt
 
 
 # ----------------------------------------------------------------------- validation
-def _check_scale_values(name: str, scale: torch.Tensor, where: str, code_max: float) -> None:
-    if scale.dtype != torch.float32:
-        raise CheckpointError(f"{where}: tensor {name!r} is {scale.dtype}, expected float32")
+def _check_scale_values(
+    name: str,
+    scale: torch.Tensor,
+    where: str,
+    code_max: float,
+    dtypes: tuple[torch.dtype, ...] = (torch.float32,),
+) -> None:
+    if scale.dtype not in dtypes:
+        expected = " or ".join(str(d).removeprefix("torch.") for d in dtypes)
+        raise CheckpointError(f"{where}: tensor {name!r} is {scale.dtype}, expected {expected}")
+    scale = scale_values(scale)
     bad = ~(torch.isfinite(scale) & (scale > 0))
     if bool(bad.any()):
         first = tuple(int(i) for i in bad.nonzero()[0]) if scale.dim() else ()
@@ -339,7 +420,8 @@ def _weight_scale(ckpt: LinearCheckpoint, scheme: Scheme, shard: Shard) -> None:
         if shard.width:
             raise CheckpointError(
                 f"{where}: tensor {sname!r} is missing; scheme {scheme.name} needs a "
-                f"float32 {scheme.weight.granularity} weight scale of shape {allowed[0]}"
+                f"{STORED_SCALE_DTYPES[scheme.weight.scale_fmt.name]} "
+                f"{scheme.weight.granularity} weight scale of shape {allowed[0]}"
             )
         return
     if tuple(shard.weight_scale.shape) not in allowed:
@@ -349,7 +431,11 @@ def _weight_scale(ckpt: LinearCheckpoint, scheme: Scheme, shard: Shard) -> None:
             f"{(shard.width, k)} weight"
         )
     _check_scale_values(
-        sname, shard.weight_scale, where, get_format(scheme.weight.format).max_finite
+        sname,
+        shard.weight_scale,
+        where,
+        get_format(scheme.weight.format).max_finite,
+        stored_scale_dtypes(scheme.weight),
     )
 
 
@@ -413,6 +499,19 @@ def _shards_agree_on_k(ckpt: LinearCheckpoint, scheme: Scheme) -> None:
         )
 
 
+def _logical_shards(ckpt: LinearCheckpoint, scheme: Scheme) -> None:
+    """A layer fused on disk is one stored shard holding all of its logical shards."""
+    if not ckpt.logical:
+        return
+    stored = sum(ckpt.widths)
+    if len(ckpt.shards) != 1 or sum(w for _, w in ckpt.logical) != stored:
+        raise CheckpointError(
+            f"{ckpt.source}: layer {ckpt.prefix!r} lists logical shards {list(ckpt.logical)} "
+            f"fused on disk, which must be one stored shard of their total width; found "
+            f"{len(ckpt.shards)} stored shard(s) of width {stored}"
+        )
+
+
 def _bias(ckpt: LinearCheckpoint, scheme: Scheme) -> None:
     if ckpt.bias is None:
         return
@@ -431,6 +530,7 @@ LAYER_VALIDATORS: tuple[LayerValidator, ...] = (
     _fp8_family,
     _every_shard,
     _shards_agree_on_k,
+    _logical_shards,
     _bias,
 )
 
@@ -449,6 +549,7 @@ def validate_checkpoint(ckpt: LinearCheckpoint) -> None:
 __all__ = [
     "CONFIG_KEY",
     "LAYOUT_KEY",
+    "STORED_SCALE_DTYPES",
     "CheckpointError",
     "LinearCheckpoint",
     "QuantConfig",
@@ -456,6 +557,8 @@ __all__ = [
     "build_checkpoint",
     "read_checkpoint",
     "save_checkpoint",
+    "scale_values",
+    "stored_scale",
     "validate_checkpoint",
     "weight_scale_shapes",
 ]

@@ -103,10 +103,11 @@ def shared_scale_violations(ckpt: LinearCheckpoint, loaded: LoadedLayer) -> list
 
     Kernels read one per-tensor scale, so a loader that keeps each shard's own scale, or
     takes another shard's, serves shards at the wrong magnitude; a larger one than the
-    largest loses bits in every shard for nothing. Other granularities keep their scales
-    per shard: nothing to share.
+    largest loses bits in every shard for nothing. A layer fused on disk stores one scale,
+    which every logical shard must hold. Other granularities keep their scales per shard:
+    nothing to share.
     """
-    if ckpt.scheme.weight.block != (WHOLE, WHOLE) or not ckpt.fused:
+    if ckpt.scheme.weight.block != (WHOLE, WHOLE) or len(ckpt.logical_shards) < 2:
         return []
     held = loaded.layer.weight.scale.reshape(-1).double()
     distinct = torch.unique(held)
@@ -114,7 +115,7 @@ def shared_scale_violations(ckpt: LinearCheckpoint, loaded: LoadedLayer) -> list
         values = ", ".join(f"{float(v):.6g}" for v in distinct[:4])
         return [
             f"fused per-tensor weight scale is not shared: {distinct.numel()} distinct values "
-            f"({values}) across {len(ckpt.shards)} shards"
+            f"({values}) across {len(ckpt.logical_shards)} shards"
         ]
     ratio = code_value_ratio(ckpt.scheme.weight.format, loaded.layer.weight.spec.format)
     shard_scales = [float(s.weight_scale) for s in ckpt.shards if s.weight_scale is not None]

@@ -15,7 +15,8 @@ callable returning a `Loader`), as paths do.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -35,6 +36,7 @@ from harness.loading.transforms import (
     scales_to_tile_grid,
 )
 from harness.paths.base import Support
+from harness.paths.findings import KnownFinding
 from harness.registry import Registry
 
 ENTRY_POINT_GROUP = "qharness.loaders"
@@ -43,13 +45,25 @@ ENTRY_POINT_GROUP = "qharness.loaders"
 LOADABLE_FAMILIES: frozenset[str] = frozenset({"fp8"})
 
 
+# A checkpoint -> the fused state the first transform gets: the engine's weight loader.
+Fuse = Callable[[LinearCheckpoint, str], LoadState]
+
+
 @dataclass(frozen=True)
 class Loader:
-    """A named, ordered pipeline of transforms."""
+    """A named, ordered pipeline of transforms.
+
+    ``fuse`` loads the checkpoint's tensors into the fused layer (None: `fuse_shards`, the
+    harness's shard-by-shard copy; an engine's loader may load through the engine's own
+    weight loaders). ``known_findings``: documented engine findings a load may raise for
+    (`harness.paths.findings`, suite "loading"), matched on the case's fields.
+    """
 
     name: str
     transforms: tuple[Transform, ...]
     description: str
+    fuse: Fuse | None = None
+    known_findings: Sequence[KnownFinding] = ()
 
     @property
     def steps(self) -> tuple[str, ...]:
@@ -73,13 +87,15 @@ class Loader:
         support = self.supports(ckpt.scheme, target_format)
         if not support.ok:
             raise LoadError(support.reason)
-        state = fuse_shards(ckpt, target_format)
+        state = (self.fuse or fuse_shards)(ckpt, target_format)
         for transform in self.transforms:
             state = transform(state)
         return finish(state, ckpt)
 
     def with_transforms(self, transforms: tuple[Transform, ...], name: str) -> Loader:
-        return Loader(name, transforms, f"{self.description} (modified)")
+        return replace(
+            self, name=name, transforms=transforms, description=f"{self.description} (modified)"
+        )
 
 
 @dataclass(frozen=True)
@@ -156,7 +172,7 @@ def finish(state: LoadState, ckpt: LinearCheckpoint) -> LoadedLayer:
         )
     missing = [i for i in state.unloaded if state.widths[i]]
     if missing:
-        names = [ckpt.tensor_name(ckpt.shards[i], "weight_scale") for i in missing]
+        names = [ckpt.logical_name(i, "weight_scale") for i in missing]
         raise LoadError(f"{where}: weight scale slots never loaded for {names}")
     expected = scale_grid(scheme.weight, tuple(state.codes.shape))
     if tuple(state.weight_scale.shape) != expected:

@@ -53,6 +53,7 @@ class FindingCase:
     case: str = ""  # the suite's named case: loading case, special value, quantizer role
     element_format: str = ""  # quantizer cases: the spec's element format
     scale_mode: str = ""  # quantizer cases: the spec's scale rounding ("floor", "rceil", ...)
+    flavour: str = ""  # loading cases: the platform FP8 flavour loaded into
     id: str = ""  # the test id; read only by the deprecated pattern form
     shape: tuple[int, ...] = ()  # quantizer cases on one tensor: the quantized tensor's shape
 

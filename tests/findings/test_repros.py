@@ -54,6 +54,7 @@ REPRO_ENGINES: dict[str, str] = {
     "aiter_blockscale_splitk_partial_blocks.py": "aiter",
     "aiter_fp4_utils_ties_away.py": "aiter",
     "aiter_fp4_utils_scale_row_groups.py": "aiter",
+    "vllm_fnuz_e8m0_scale_double.py": "vllm",
 }
 # vllm_amx_fp8_w8a16.py checks a documented convention (W8A16 on AMX CPUs) still holds: its
 # 0 means "holds", 3 "changed"; it needs AMX tiles (4 elsewhere). So does

@@ -1,8 +1,10 @@
 """vLLM's FP8 post-load weight processing as a qharness loader.
 
-The two steps that matter are vLLM's own functions from
-``quantization/utils/w8a8_utils.py``, called on the fused tensors exactly as vLLM's FP8
-linear method calls them: `normalize_e4m3fn_to_e4m3fnuz` when the platform is fnuz, then
+The checkpoint's tensors go into vLLM's own fused layer through its ``weight_loader_v2``
+(`qharness_vllm.weight_loading`: per-shard tensors with their shard ids, a layer fused on
+disk with none), in their stored dtypes. The two post-load steps that matter are vLLM's own
+functions from ``quantization/utils/w8a8_utils.py``, called on the fused tensors exactly as
+vLLM's FP8 linear method calls them: `normalize_e4m3fn_to_e4m3fnuz` when the platform is fnuz, then
 `requantize_with_max_scale` for per-tensor weights. On an e4m3fnuz target the platform
 switches of a ROCm gfx942 runner are simulated and the quant kernel that requantization
 calls is the adapter's (qharness_vllm.platform). The harness's own steps do the rest
@@ -18,16 +20,20 @@ from vllm.model_executor.layers.quantization.utils import w8a8_utils
 
 from harness import (
     WHOLE,
+    FindingCase,
+    KnownFinding,
     Loader,
     LoadState,
     QuantSpec,
     Scheme,
     Support,
     contiguous_kernel_layout,
+    get_scheme,
     merge_input_scales,
     scales_to_tile_grid,
 )
 from qharness_vllm.platform import platform_for
+from qharness_vllm.weight_loading import load_with_vllm
 
 TORCH_FP8 = {"e4m3fn": torch.float8_e4m3fn, "e4m3fnuz": torch.float8_e4m3fnuz}
 FNUZ_BOUND = 224.0  # vLLM's e4m3fnuz bound (get_fp8_min_max)
@@ -73,6 +79,25 @@ def vllm_requantize_with_max_scale(state: LoadState) -> LoadState:
     return replace(state, codes=w.view(torch.uint8), weight_scale=max_scale.reshape(1).float())
 
 
+# integrations/vllm/findings/FINDINGS.md: vllm_fnuz_e8m0_scale_double.py reproduces it
+FNUZ_E8M0_DOUBLE = (
+    "vLLM's normalize_e4m3fn_to_e4m3fnuz doubles weight_scale with a plain multiply "
+    "(weight_scale * 2.0), which torch does not implement for float8_e8m0fnu: a checkpoint "
+    "whose E8M0 (UE8M0) scales vLLM holds in their stored dtype cannot be loaded on an "
+    "e4m3fnuz platform (vllm-project/vllm#41961; fix vllm-project/vllm#42247 open)"
+)
+
+
+def _fnuz_with_e8m0_scales(case: FindingCase) -> bool:
+    """An e4m3fnuz target and weight scales stored as E8M0 bytes: the loads it explains."""
+    return case.flavour == "e4m3fnuz" and get_scheme(case.scheme).weight.scale_fmt.name == "e8m0"
+
+
+LOADER_FINDINGS = (
+    KnownFinding(FNUZ_E8M0_DOUBLE, suites=frozenset({"loading"}), when=_fnuz_with_e8m0_scales),
+)
+
+
 TAIL = (merge_input_scales, scales_to_tile_grid, contiguous_kernel_layout)
 
 
@@ -94,8 +119,10 @@ def vllm_fp8_loader() -> Loader:
     return VllmLoader(
         "vllm_fp8",
         (vllm_normalize_e4m3fn_to_e4m3fnuz, vllm_requantize_with_max_scale, *TAIL),
-        "vLLM FP8 post-load processing: normalize_e4m3fn_to_e4m3fnuz, then "
-        "requantize_with_max_scale",
+        "vLLM's weight_loader_v2 into its fused layer, then its FP8 post-load processing: "
+        "normalize_e4m3fn_to_e4m3fnuz, then requantize_with_max_scale",
+        fuse=load_with_vllm,
+        known_findings=LOADER_FINDINGS,
     )
 
 
@@ -105,4 +132,6 @@ def vllm_fp8_requantize_first_loader() -> Loader:
         "vllm_fp8_requantize_first",
         (vllm_requantize_with_max_scale, vllm_normalize_e4m3fn_to_e4m3fnuz, *TAIL),
         "vLLM's two FP8 post-load steps with requantize_with_max_scale first",
+        fuse=load_with_vllm,
+        known_findings=LOADER_FINDINGS,
     )
