@@ -13,7 +13,7 @@ import torch
 from harness.core.conventions import with_conventions
 from harness.core.quantize import QuantizedTensor, quantize
 from harness.core.schemes import QuantSpec
-from harness.paths.findings import KnownFinding
+from harness.paths.findings import KnownFinding, finding_rules
 from harness.quantizers.base import Quantizer
 
 
@@ -44,16 +44,22 @@ def finding_models(
     scale: torch.Tensor | None = None,
 ) -> list[QuantizedTensor] | None:
     """What the engine gives on ``x`` if it does exactly what its matching findings say:
-    the reference under each finding's rules (``behaves_as``), and under all of them at
-    once when several match. None when a matching finding names no rules: it covers its
-    whole case, so there is nothing to scope by."""
+    the reference under each finding's rules (``behaves_as``) in place of the declared
+    conventions it ``replaces``, and under all of them at once when several match. None
+    when a matching finding names no rules: it covers its whole case, so there is nothing
+    to scope by."""
     if not findings or not all(f.behaves_as for f in findings):
         return None
-    held_to = expected_spec(quantizer, spec)
-    rule_sets = [f.behaves_as for f in findings]
-    if len(rule_sets) > 1:
-        rule_sets.append(frozenset().union(*rule_sets))
-    return [quantize(x, with_conventions(held_to, rules), scale) for rules in rule_sets]
+    groups = [[f] for f in findings]
+    if len(groups) > 1:
+        groups.append(list(findings))
+    declared = frozenset(quantizer.conventions)
+    models = []
+    for group in groups:
+        rules = finding_rules(group, declared)
+        assert rules is not None  # every finding names its rules (checked above)
+        models.append(quantize(x, with_conventions(spec, rules), scale))
+    return models
 
 
 def code_and_scale_mismatches(

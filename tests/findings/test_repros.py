@@ -49,6 +49,8 @@ REPRO_ENGINES: dict[str, str] = {
     "vllm_mxfp8_torch_quant_edges.py": "vllm",
     "vllm_cpu_router_correction_bias.py": "vllm",
     "vllm_ue8m0_group_floor_order.py": "vllm",
+    "vllm_group_quant_ue8m0_fallback_floor.py": "vllm",
+    "vllm_block_fp8_tile_spans_groups.py": "vllm",
 }
 # vllm_amx_fp8_w8a16.py checks a documented convention (W8A16 on AMX CPUs) still holds: its
 # 0 means "holds", 3 "changed"; it needs AMX tiles (4 elsewhere). So does
