@@ -15,8 +15,8 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterable, Mapping
-from importlib.metadata import EntryPoint, entry_points
 from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Generic, TypeVar
 
 from harness.errors import EnvironmentValueError, QHarnessError

@@ -375,9 +375,7 @@ register_convention(
 )
 
 
-def _ue8m0_no_scale_floor(
-    amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec
-) -> torch.Tensor:
+def _ue8m0_no_scale_floor(amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
     return _power_of_two_at_or_above(_floored_amax_times_reciprocal(amax, spec))
 
 

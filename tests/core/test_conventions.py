@@ -224,7 +224,8 @@ def test_two_level_inverted_global_unsigned_zero_and_zero_scale_blocks() -> None
 
 GROUP_FP32 = get_scheme("fp8_per_block").activation
 GROUP_UE8M0 = get_scheme("fp8_per_block_ue8m0").activation
-assert GROUP_FP32 is not None and GROUP_UE8M0 is not None
+assert GROUP_FP32 is not None
+assert GROUP_UE8M0 is not None
 
 
 def _groups(*amaxes: float) -> torch.Tensor:
@@ -248,8 +249,10 @@ def test_amax_floor_times_reciprocal_max_rounds_as_a_product() -> None:
     x = _groups(0.0, 1e-12, float(odd))
     scale = quantize(x, spec).scale.flatten()
     floor = np.float32(1e-10) * reciprocal  # a zero or tiny group: fp32(1e-10) * fp32(1 / 448)
-    assert scale[0] == floor and scale[1] == floor
-    assert scale[2] == odd * reciprocal and scale[2] != odd / np.float32(448.0)
+    assert scale[0] == floor
+    assert scale[1] == floor
+    assert scale[2] == odd * reciprocal
+    assert scale[2] != odd / np.float32(448.0)
 
 
 def test_ue8m0_scale_floor_and_its_finding_rule() -> None:

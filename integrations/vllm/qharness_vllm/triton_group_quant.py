@@ -113,7 +113,9 @@ class _VllmTritonGroupQuantizer:
             return Support.no(f"{self.name}: {why}")
         fmt = _platform_format()
         if spec.format != fmt:
-            return Support.no(f"{self.name}: {fmt} (vLLM's fp8_dtype() here) only, not {spec.format}")
+            return Support.no(
+                f"{self.name}: {fmt} (vLLM's fp8_dtype() here) only, not {spec.format}"
+            )
         if spec.block != GROUP_TILE or not spec.dynamic:
             return Support.no(f"{self.name}: dynamic 1x128 groups only, not {spec.granularity}")
         fp32 = spec.scale_fmt is FP32 and spec.scale_rounding == "exact"
