@@ -55,6 +55,7 @@ from harness import (
     QuantizedTensor,
     QuantSpec,
     Support,
+    detect_platform,
     fp8_conversion_rounded_to_nearest_even,
 )
 from qharness_vllm import ENGINE
@@ -85,9 +86,13 @@ def _power_of_two_scales(case: FindingCase) -> bool:
 
 
 def _platform_format() -> str | None:
-    """The FP8 flavour vLLM's platform reports on the simulated arch (None: no simulation)."""
+    """The FP8 flavour vLLM's platform reports: on the simulated arch, or on this GPU."""
     arch = simulated_arch()
-    return None if arch is None or arch not in ARCHS else FP8_FORMATS[ARCHS[arch].fp8_dtype]
+    if arch in ARCHS:
+        return FP8_FORMATS[ARCHS[arch].fp8_dtype]
+    from vllm.platforms import current_platform
+
+    return FP8_FORMATS.get(current_platform.fp8_dtype())
 
 
 class _VllmTritonGroupQuantizer:
@@ -108,7 +113,7 @@ class _VllmTritonGroupQuantizer:
     column_major: ClassVar[bool]
 
     def supports(self, spec: QuantSpec) -> Support:
-        why = triton_unavailable(None)
+        why = triton_unavailable(detect_platform())
         if why:
             return Support.no(f"{self.name}: {why}")
         fmt = _platform_format()
@@ -118,6 +123,9 @@ class _VllmTritonGroupQuantizer:
             )
         if spec.block != GROUP_TILE or not spec.dynamic:
             return Support.no(f"{self.name}: dynamic 1x128 groups only, not {spec.granularity}")
+        bound = 224.0 if fmt == "e4m3fnuz" else None  # get_fp8_min_max(): 224 on fnuz
+        if spec.clamp_max not in (None, bound):
+            return Support.no(f"{self.name}: saturates at get_fp8_min_max(), not {spec.clamp_max}")
         fp32 = spec.scale_fmt is FP32 and spec.scale_rounding == "exact"
         ue8m0 = spec.scale_fmt is E8M0 and spec.scale_rounding == "rceil"
         if not (fp32 or ue8m0):
@@ -151,7 +159,7 @@ class _VllmTritonGroupQuantizer:
         )
 
         m, k = x.shape
-        rows = torch.zeros(m, k + PAD, dtype=torch.float32)
+        rows = torch.zeros(m, k + PAD, dtype=torch.float32, device=x.device)
         rows[:, :k] = x.float()
         view = rows[:, :k]  # groups contiguous, the tensor not: vLLM's Triton branch
         arch = simulated_arch()
