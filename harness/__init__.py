@@ -177,7 +177,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     # errors
     "harness.errors": ("QHarnessError",),
-    "harness.registry": ("PluginError",),
+    "harness.registry": ("PluginError", "PluginFamily"),
 }
 _HOME: dict[str, str] = {name: module for module, names in _EXPORTS.items() for name in names}
 if len(_HOME) != sum(len(names) for names in _EXPORTS.values()):  # checked where written
@@ -306,4 +306,4 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     )
     from harness.quantizers.base import Quantizer
     from harness.quantizers.layout import ScaleLayoutError, check_scale_layout
-    from harness.registry import PluginError
+    from harness.registry import PluginError, PluginFamily

@@ -4,8 +4,10 @@ Paths (``qharness.paths``), MoE paths (``qharness.moe_paths``) and loaders
 (``qharness.loaders``) are each a `Registry`: built-ins first, then entry points, names
 unique, loaded once and cached. Built-ins come from a factory called on first use, so
 importing a registry builds no path and runs no probe. Quantizers share the helpers.
-An entry point names an object, a class, or a zero-argument factory; anything that fails
-to load or lacks the expected interface stops with one error naming the entry point.
+An entry point names an object, a class, or a zero-argument factory, or a `PluginFamily`:
+several plugins built when the registry loads (one path per launch configuration an
+engine's installed tuning files hold, whose number the engine decides). Anything that
+fails to load or lacks the expected interface stops with one error naming the entry point.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Generic, TypeVar
 
@@ -53,8 +56,19 @@ def load_limit_s(environ: Mapping[str, str]) -> float:
     return value
 
 
-def _load(ep: EntryPoint, kind: type) -> Any:
-    return _instantiate(ep.load(), kind)
+@dataclass(frozen=True)
+class PluginFamily:
+    """What one entry point may name instead of one plugin: ``members()`` builds its
+    plugins (each checked as any other), when the registry loads."""
+
+    members: Callable[[], Iterable[Any]]
+
+
+def _load(ep: EntryPoint, kind: type) -> list[Any]:
+    obj = ep.load()
+    if isinstance(obj, PluginFamily):
+        return [_instantiate(member, kind) for member in obj.members()]
+    return [_instantiate(obj, kind)]
 
 
 def _same(error: PluginError) -> PluginError:
@@ -85,7 +99,7 @@ def load_entry_points(group: str, kind: type[T], doc: str) -> list[T]:
             f"uninstall it, or raise {LOAD_LIMIT_VARIABLE}"
         )
         try:
-            obj = call_with_time_limit(
+            objs = call_with_time_limit(
                 functools.partial(_load, ep, kind),
                 limit,
                 f"plugin {where} to load",
@@ -97,14 +111,17 @@ def load_entry_points(group: str, kind: type[T], doc: str) -> list[T]:
             raise PluginError(f"{where} failed to load: {_fault(exc)}") from exc
         except (Exception, SystemExit) as exc:
             raise PluginError(f"{where} failed to load: {_fault(exc)}") from exc
-        try:
-            fits = isinstance(obj, kind)
-            name = str(getattr(obj, "name")) if fits else ""  # noqa: B009 - T is unbounded
-        except (Exception, SystemExit) as exc:
-            raise PluginError(f"{where}: reading its attributes raised {_fault(exc)}") from exc
-        if not fits or not name:
-            raise PluginError(f"{where} gave {obj!r}, which is not a {kind.__name__}; see {doc}")
-        found.append(obj)
+        for obj in objs:
+            try:
+                fits = isinstance(obj, kind)
+                name = str(getattr(obj, "name")) if fits else ""  # noqa: B009 - T is unbounded
+            except (Exception, SystemExit) as exc:
+                raise PluginError(f"{where}: reading its attributes raised {_fault(exc)}") from exc
+            if not fits or not name:
+                raise PluginError(
+                    f"{where} gave {obj!r}, which is not a {kind.__name__}; see {doc}"
+                )
+            found.append(obj)
     return found
 
 

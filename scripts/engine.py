@@ -93,7 +93,8 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
     # only (renormalizing changes the routing weights alone, which the harness's combine
     # applies); every token count (t1 takes vLLM's naive block assignment, t7 and t64 the
     # aligned one), both configs, both expert configs, the long-hidden cases, the expert-bias
-    # cases (B_bias, tuned config only). The loading
+    # cases (B_bias, tuned config only). The block-FP8 GEMM under each tile of vLLM's tuned
+    # config files (vllm_triton_block_fp8_tuned_*) runs the linear suite. The loading
     # suite: checkpoints loaded by the harness's loaders for either e4m3 flavour, through the
     # Triton GEMMs (a layer of the other flavour is refused, not reinterpreted).
     "vllm-triton": (
@@ -108,7 +109,9 @@ ENGINES: dict[str, tuple[str, tuple[str, ...], str]] = {
             "integrations/vllm/tests/test_vllm_triton_moe.py",
         ),
         "vllm_triton and not (fused_moe and renorm and not norenorm)"
-        " and not (expert_bias and small_blocks)",
+        " and not (expert_bias and small_blocks)"
+        # the tuned-config paths (one per tile of vLLM's tuned files): the linear suite only
+        " and not (block_fp8_tuned and (test_loading or test_special_values))",
     ),
     "models": (
         "integrations/vllm",

@@ -318,6 +318,81 @@ register_convention(
 )
 
 
+def _floored_amax_times_reciprocal(amax: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    # float32: max(amax, 1e-10) * fp32(1 / qmax), the reciprocal rounded to float32 first
+    floor = torch.tensor(_AMAX_FLOOR, dtype=torch.float32)
+    reciprocal = torch.tensor(1.0 / spec.qmax, dtype=torch.float32)
+    return torch.maximum(amax.float(), floor) * reciprocal
+
+
+def _amax_floor_times_reciprocal(
+    amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec
+) -> torch.Tensor:
+    return _floored_amax_times_reciprocal(amax, spec)
+
+
+register_convention(
+    Convention(
+        "amax_floor_1e-10_times_reciprocal_max",
+        "a tile's amax is bounded from below at 1e-10 (float32) and multiplied by the float32 "
+        "reciprocal of fp8_max instead of divided by fp8_max, so a zero or tiny tile gets "
+        "1e-10 * fp32(1 / fp8_max) and some scales differ from amax / fp8_max in the last "
+        "bit (vLLM's Triton per-token-group FP8 quant: _absmax * (1.0 / fp8_max), 'Use "
+        "multiply-by-reciprocal instead of division to match PyTorch's tensor/scalar "
+        "division precision')",
+        _fp32_scales,
+        scale=_amax_floor_times_reciprocal,
+    )
+)
+
+
+_UE8M0_SCALE_FLOOR = 1e-10  # as float32: vLLM's compiled op's fmaxf(fabsf(y_s), 1e-10f)
+
+
+def _power_of_two_at_or_above(s: torch.Tensor) -> torch.Tensor:
+    # exact: a float32 with a non-zero mantissa moves up one exponent (the rceil rule)
+    return torch.exp2(torch.ceil(torch.log2(s.double()))).float()
+
+
+def _ue8m0_scale_floor(amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    raw = _floored_amax_times_reciprocal(amax, spec)
+    floor = torch.tensor(_UE8M0_SCALE_FLOOR, dtype=torch.float32)
+    return _power_of_two_at_or_above(torch.maximum(raw, floor))
+
+
+register_convention(
+    Convention(
+        "ue8m0_scale_floor_1e-10",
+        "power-of-two (UE8M0) FP8 scales are max(amax, 1e-10) * fp32(1 / fp8_max) bounded at "
+        "1e-10 (float32) and then rounded up to a power of two, so a zero or tiny tile gets "
+        "2^-33, not 2^ceil(log2(amax / fp8_max)) (vLLM's compiled per-token-group quant: "
+        "exp2f(ceilf(log2f(fmaxf(fabsf(y_s), 1e-10f)))); its Triton kernels with the floor "
+        "vllm-project/vllm#53346 adds; the amax floor and the reciprocal as in "
+        "amax_floor_1e-10_times_reciprocal_max)",
+        _ue8m0_fp8,
+        scale=_ue8m0_scale_floor,
+    )
+)
+
+
+def _ue8m0_no_scale_floor(amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    return _power_of_two_at_or_above(_floored_amax_times_reciprocal(amax, spec))
+
+
+register_convention(
+    Convention(
+        "ue8m0_no_scale_floor",
+        "power-of-two (UE8M0) FP8 scales are max(amax, 1e-10) * fp32(1 / fp8_max) rounded up "
+        "to a power of two with no floor on the scale, so a zero or tiny tile gets 2^-42 "
+        "(e4m3fn), not 2^-33. Not declared by any adapter: vLLM 0.32's Triton per-token-group "
+        "kernels do this and upstream calls it a bug (vllm-project/vllm#53339, fix #53346), "
+        "so it is a finding; kept as the rule that says exactly what that finding does",
+        _ue8m0_fp8,
+        scale=_ue8m0_no_scale_floor,
+    )
+)
+
+
 def _scale_floor_fp32_min_normal(
     amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec
 ) -> torch.Tensor:
@@ -478,6 +553,7 @@ register_convention(
         saturates_inf_block=True,
     )
 )
+
 
 def _reciprocal_of_combined(block: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     # (1 / g) / block; a block whose scale rounded to zero holds only +-0 (its elements

@@ -260,3 +260,48 @@ def test_two_level_inverted_global_unsigned_zero_and_zero_scale_blocks() -> None
     assert held.scale.flatten().tolist() == ref.scale.flatten().tolist() == [0.0]
     assert held.codes.flatten().tolist() == [7] * 16
     assert ref.codes.flatten().tolist() == [0] * 16
+
+
+GROUP_FP32 = get_scheme("fp8_per_block").activation
+GROUP_UE8M0 = get_scheme("fp8_per_block_ue8m0").activation
+assert GROUP_FP32 is not None
+assert GROUP_UE8M0 is not None
+
+
+def _groups(*amaxes: float) -> torch.Tensor:
+    """One 1x128 group per amax: the amax at column 3, a smaller value beside it."""
+    x = torch.zeros(len(amaxes), 128)
+    for row, amax in enumerate(amaxes):
+        x[row, 3] = amax
+        x[row, 7] = -amax / 4
+    return x
+
+
+def test_amax_floor_times_reciprocal_max_rounds_as_a_product() -> None:
+    spec = with_conventions(GROUP_FP32, ["amax_floor_1e-10_times_reciprocal_max"])
+    reciprocal = np.float32(1.0) / np.float32(448.0)  # fp32(1 / 448), rounded once
+    # an amax whose product with fp32(1 / 448) is not its quotient by 448 (both float32)
+    odd = next(
+        a
+        for a in (np.float32(1.0 + i / 64) for i in range(1, 4096))
+        if a * reciprocal != a / np.float32(448.0)
+    )
+    x = _groups(0.0, 1e-12, float(odd))
+    scale = quantize(x, spec).scale.flatten()
+    floor = np.float32(1e-10) * reciprocal  # a zero or tiny group: fp32(1e-10) * fp32(1 / 448)
+    assert scale[0] == floor
+    assert scale[1] == floor
+    assert scale[2] == odd * reciprocal
+    assert scale[2] != odd / np.float32(448.0)
+
+
+def test_ue8m0_scale_floor_and_its_finding_rule() -> None:
+    floored = with_conventions(GROUP_UE8M0, ["ue8m0_scale_floor_1e-10"])
+    unfloored = with_conventions(GROUP_UE8M0, ["ue8m0_no_scale_floor"])
+    x = _groups(0.0, 1e-12, 3.0)
+    # 1e-10 * fp32(1 / 448) = 2.2e-13 = 2^-42.03: rounded up, 2^-42; floored at 1e-10 =
+    # 2^-33.2 first, 2^-33; 3 / 448 = 2^-7.2: 2^-7 under both
+    assert quantize(x, floored).scale.flatten().tolist() == [2.0**-33, 2.0**-33, 2.0**-7]
+    assert quantize(x, unfloored).scale.flatten().tolist() == [2.0**-42, 2.0**-42, 2.0**-7]
+    # a group at 448 * 2^-5 exactly: fp32(1 / 448) * 14 is 2^-5 after rounding, no step up
+    assert quantize(_groups(14.0), floored).scale.flatten().tolist() == [2.0**-5]

@@ -55,6 +55,8 @@ REPRO_ENGINES: dict[str, str] = {
     "aiter_fp4_utils_ties_away.py": "aiter",
     "aiter_fp4_utils_scale_row_groups.py": "aiter",
     "vllm_fnuz_e8m0_scale_double.py": "vllm",
+    "vllm_group_quant_ue8m0_fallback_floor.py": "vllm",
+    "vllm_block_fp8_tile_spans_groups.py": "vllm",
 }
 # vllm_amx_fp8_w8a16.py checks a documented convention (W8A16 on AMX CPUs) still holds: its
 # 0 means "holds", 3 "changed"; it needs AMX tiles (4 elsewhere). So does

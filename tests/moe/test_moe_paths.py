@@ -10,7 +10,7 @@ import pytest
 import harness.moe.paths as registry
 import harness.registry
 from harness.moe.paths.emulated import EmulatedMoEPath
-from harness.registry import PluginError
+from harness.registry import PluginError, PluginFamily
 
 
 class _EntryPoint:
@@ -46,6 +46,26 @@ def test_entry_point_path_is_registered(fake_entry_points: list[_EntryPoint]) ->
     fake_entry_points.append(_EntryPoint("mine", _Renamed))  # a class: called with no args
     assert list(registry.moe_paths()) == ["emulated", "native", "plugin_emulated"]
     assert isinstance(registry.get_moe_path("plugin_emulated"), _Renamed)
+
+
+class _Numbered(EmulatedMoEPath):
+    def __init__(self, i: int) -> None:
+        self.name = f"plugin_emulated_{i}"
+
+
+def test_a_family_registers_each_of_its_members(fake_entry_points: list[_EntryPoint]) -> None:
+    """One entry point, as many paths as its factory builds when the registry loads."""
+    family = PluginFamily(lambda: [_Numbered(1), _Numbered(2)])
+    fake_entry_points.append(_EntryPoint("family", family))
+    assert list(registry.moe_paths())[2:] == ["plugin_emulated_1", "plugin_emulated_2"]
+
+
+def test_a_family_member_without_the_protocol_is_refused(
+    fake_entry_points: list[_EntryPoint],
+) -> None:
+    fake_entry_points.append(_EntryPoint("family", PluginFamily(lambda: [_Numbered(1), object()])))
+    with pytest.raises(PluginError, match=r"'family'.*not a MoEPath"):
+        registry.moe_paths()
 
 
 def test_object_without_the_protocol_is_refused(fake_entry_points: list[_EntryPoint]) -> None:

@@ -64,6 +64,7 @@ from harness import (
     Numerics,
     OperandContract,
     PlatformInfo,
+    PluginFamily,
     QuantizedLinear,
     Scheme,
     Support,
@@ -256,17 +257,10 @@ def run_scaled_mm(
     )
 
 
-@contextmanager
-def block_config(tile: tuple[int, int, int] | None) -> Iterator[None]:
-    """``tile`` as the tuned config vLLM's block kernel looks up (a config file would hold
-    it); None: vLLM's own lookup."""
-    if tile is None:
-        yield
-        return
-    from vllm.model_executor.layers.quantization.utils import fp8_utils
-
+def tile_config(tile: tuple[int, int, int]) -> dict[str, int]:
+    """A tuned-config entry (as vLLM's JSON files hold them) for a BLOCK_M x N x K tile."""
     m, n, k = tile
-    config = {
+    return {
         "BLOCK_SIZE_M": m,
         "BLOCK_SIZE_N": n,
         "BLOCK_SIZE_K": k,
@@ -274,6 +268,17 @@ def block_config(tile: tuple[int, int, int] | None) -> Iterator[None]:
         "num_warps": 4,
         "num_stages": 2,
     }
+
+
+@contextmanager
+def block_config(config: dict[str, int] | None) -> Iterator[None]:
+    """``config`` as the tuned config vLLM's block kernel looks up (a config file would
+    hold it); None: vLLM's own lookup."""
+    if config is None:
+        yield
+        return
+    from vllm.model_executor.layers.quantization.utils import fp8_utils
+
     saved = fp8_utils.get_w8a8_block_fp8_configs
     fp8_utils.get_w8a8_block_fp8_configs = lambda *args: {1: config}  # type: ignore[assignment]
     try:
@@ -300,11 +305,12 @@ def run_block_fp8(
     x: torch.Tensor,
     out_dtype: torch.dtype,
     fp8: torch.dtype,
-    tile: tuple[int, int, int] | None,
+    config: dict[str, int] | None,
     contiguous_codes: bool = False,
 ) -> torch.Tensor:
     """`Fp8BlockScaledMMLinearKernel.apply_weights` with `TritonFp8BlockScaledMMKernel`:
-    QuantFP8 per 1x128 group, the block GEMM into the output dtype, then ``+ bias``."""
+    QuantFP8 per 1x128 group, the block GEMM into the output dtype, then ``+ bias``;
+    ``config`` None: vLLM's own config lookup."""
     from vllm.model_executor.layers.quantization.utils import fp8_utils
 
     # vLLM asserts row-contiguous activations here (per_token_group_quant_fp8:
@@ -315,7 +321,7 @@ def run_block_fp8(
         x_q = x_q.contiguous()
     w = _fp8_weight(layer, fp8)
     w_s = _block_weight_scales(layer)
-    with block_config(tile):
+    with block_config(config):
         out = fp8_utils.w8a8_triton_block_scaled_mm(
             x_q, w, x_s, w_s, [FP8_BLOCK, FP8_BLOCK], out_dtype
         )
@@ -474,10 +480,15 @@ class VllmTritonBlockFp8Path(_VllmTritonPath):
             rounding_mode=kernel_rounding_mode(problem.out_dtype),
         )
 
+    def launch_config(self) -> dict[str, int] | None:
+        """The tuned config the kernel runs under (None: vLLM's lookup)."""
+        return None if self.tile is None else tile_config(self.tile)
+
     def _run(
         self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype, fp8: torch.dtype
     ) -> torch.Tensor:
-        return run_block_fp8(layer, x, out_dtype, fp8, self.tile, self.contiguous_codes)
+        config = self.launch_config()
+        return run_block_fp8(layer, x, out_dtype, fp8, config, self.contiguous_codes)
 
 
 class VllmTritonBlockFp8TailsPath(VllmTritonBlockFp8Path):
@@ -498,3 +509,87 @@ class VllmTritonBlockFp8TailsPath(VllmTritonBlockFp8Path):
             replaces=frozenset({"ue8m0_min_scale_1_over_512max"}),
         ),
     )
+
+
+# ------------------------------------------------------------- tuned launch configs
+# vLLM's tuned configs for w8a8_triton_block_scaled_mm: JSON files beside fp8_utils, named
+# by N, K, device and block shape, each mapping batch sizes to a launch config.
+TUNED_CONFIGS_GLOB = "N=*,K=*,device_name=*,dtype=fp8_w8a8,{shape}"
+TUNED_CONFIGS_SHAPE = "block_shape=[{n},{k}].json"  # brackets: escaped for the glob
+TILE_KEYS = ("BLOCK_SIZE_K", "BLOCK_SIZE_N")  # what decides which scales a tile reads
+ORDER_KEYS = ("BLOCK_SIZE_M", "GROUP_SIZE_M", "num_warps", "num_stages")
+
+
+def tuned_block_configs(
+    block: tuple[int, int] = (FP8_BLOCK, FP8_BLOCK),
+) -> list[dict[str, int]]:
+    """One launch config per distinct (BLOCK_SIZE_K, BLOCK_SIZE_N) in the tuned files the
+    installed vLLM ships for ``block`` (on any device): of each, the one with the smallest
+    BLOCK_SIZE_M (then GROUP_SIZE_M, warps, stages). Read from vLLM's package folder
+    without importing vLLM; empty where vLLM is not installed."""
+    import glob
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or spec.origin is None:
+        return []
+    folder = Path(spec.origin).parent / "model_executor/layers/quantization/utils/configs"
+    shape = glob.escape(TUNED_CONFIGS_SHAPE.format(n=block[0], k=block[1]))
+    pattern = TUNED_CONFIGS_GLOB.format(shape=shape)
+    best: dict[tuple[int, ...], dict[str, int]] = {}
+    for file in sorted(folder.glob(pattern)):
+        for config in json.loads(file.read_text()).values():
+            tile = tuple(int(config[key]) for key in TILE_KEYS)
+            order = tuple(int(config.get(key, 0)) for key in ORDER_KEYS)
+            kept = best.get(tile)
+            if kept is None or order < tuple(int(kept.get(key, 0)) for key in ORDER_KEYS):
+                best[tile] = {key: int(value) for key, value in config.items()}
+    return [best[tile] for tile in sorted(best)]
+
+
+# integrations/vllm/findings/FINDINGS.md (vllm_block_fp8_tile_spans_groups.py)
+_TILE_SPANS_GROUPS = (
+    "vLLM 0.32 w8a8_triton_block_scaled_mm reads one activation and one weight scale per "
+    "K tile (offs_ks = k * BLOCK_SIZE_K // group_k) and launches the tuned config it "
+    "looks up unchanged, so under a tuned BLOCK_SIZE_K wider than the 128-wide scale "
+    "group (256 in its MI300X files) each tile's second group is scaled by the first "
+    "group's scales (vllm-project/vllm#52576, fix #52577 clamps BLOCK_SIZE_K) "
+    "(integrations/vllm/findings/vllm_block_fp8_tile_spans_groups.py)"
+)
+
+
+def _spans_two_groups(case: FindingCase) -> bool:
+    return case.problem is not None and case.problem.k > FP8_BLOCK
+
+
+class VllmTritonBlockFp8TunedPath(VllmTritonBlockFp8Path):
+    """``w8a8_triton_block_scaled_mm`` under one of vLLM's tuned launch configs
+    (`tuned_block_configs`): a tile a file picks for some N, K, batch size and device is
+    a tile the kernel must run correctly on any. Not an entry point itself: the family
+    `TUNED_CONFIG_PATHS` builds one per config the installed vLLM ships."""
+
+    def __init__(self, config: dict[str, int]) -> None:
+        self.config = dict(config)
+        k, n = (self.config[key] for key in TILE_KEYS)
+        self.name = f"vllm_triton_block_fp8_tuned_k{k}n{n}"
+        findings = [KnownFinding(_K_NOT_128, schemes=BLOCK_SCHEMES, when=_k_not_multiple_of_128)]
+        if k > FP8_BLOCK:  # a K tile spans two scale groups
+            findings.append(
+                KnownFinding(_TILE_SPANS_GROUPS, schemes=BLOCK_SCHEMES, when=_spans_two_groups)
+            )
+        findings += [f for f in VllmTritonBlockFp8Path.known_findings if f.text != _K_NOT_128]
+        self.known_findings = tuple(findings)  # type: ignore[misc]
+
+    def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
+        tile = "x".join(str(self.config[k]) for k in ("BLOCK_SIZE_M", *reversed(TILE_KEYS)))
+        return f"{self.kernel.name}[tuned {tile}]"
+
+    def launch_config(self) -> dict[str, int] | None:
+        return self.config
+
+
+TUNED_CONFIG_PATHS = PluginFamily(
+    lambda: [VllmTritonBlockFp8TunedPath(config) for config in tuned_block_configs()]
+)

@@ -202,9 +202,10 @@ def simulated_device(arch: str | None) -> Iterator[None]:
     (``is_rocm``/``is_cuda``/``is_cuda_alike``/``is_cpu``, ``supports_fp8`` and the
     ``*_device_capability`` queries);
     nothing under None. Used only around the fused-MoE launcher (qharness_vllm.triton_moe),
-    whose tuning defaults differ on ROCm and whose swap-AB branch runs on capability 9.0:
-    inside it, vLLM's CustomOps would dispatch to HIP/CUDA kernels, so nothing else runs
-    under it."""
+    whose tuning defaults differ on ROCm and whose swap-AB branch runs on capability 9.0,
+    and around ``per_token_group_quant_fp8`` (qharness_vllm.triton_group_quant), which
+    picks its compiled op or its Triton kernels by platform and layout: inside it, vLLM's
+    CustomOps would dispatch to HIP/CUDA kernels, so nothing else runs under it."""
     if arch is None or arch not in ARCHS:
         yield
         return

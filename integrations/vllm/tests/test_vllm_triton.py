@@ -63,6 +63,31 @@ def test_vllm_ships_no_tuned_block_config_for_the_suite_shapes() -> None:
         assert not found, found
 
 
+def test_tuned_paths_cover_every_tile_of_vllms_tuned_files() -> None:
+    """One `vllm_triton_block_fp8_tuned_*` path per distinct (BLOCK_SIZE_K, BLOCK_SIZE_N)
+    in the installed tuned files for 128x128 blocks, read here independently of the
+    adapter; tiles wider than the scale group declare the tile-spans-groups finding."""
+    import json
+
+    configs = Path(quant_utils_pkg.__file__).parent / "configs"
+    tiles = set()
+    for file in configs.iterdir():
+        if file.name.endswith("dtype=fp8_w8a8,block_shape=[128,128].json"):
+            for config in json.loads(file.read_text()).values():
+                tiles.add((config["BLOCK_SIZE_K"], config["BLOCK_SIZE_N"]))
+    assert tiles, f"no tuned block-FP8 files in {configs}"
+    paths = [
+        triton_linear.VllmTritonBlockFp8TunedPath(c) for c in triton_linear.tuned_block_configs()
+    ]
+    assert sorted(p.name for p in paths) == sorted(
+        f"vllm_triton_block_fp8_tuned_k{k}n{n}" for k, n in tiles
+    )
+    for path in paths:
+        wide = path.config["BLOCK_SIZE_K"] > 128
+        declared = any("BLOCK_SIZE_K wider" in f.text for f in path.known_findings)
+        assert declared == wide, path.name
+
+
 @pytest.mark.skipif(
     triton_platform.simulated_arch() is not None, reason="this process runs a simulated platform"
 )
