@@ -257,9 +257,7 @@ def subnormal_block_scales(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
         raise ValueError(f"subnormal_block_scales: {spec.scale_format} scales have no subnormals")
     fmt = get_format(element)
     tiny = fmt.min_normal / 2.0**fmt.mant_bits  # the smallest subnormal (E4M3: 2^-9)
-    targets = [
-        (m + f) * tiny for m in range(1, 2**fmt.mant_bits) for f in SUBNORMAL_STEP_POINTS
-    ]
+    targets = [(m + f) * tiny for m in range(1, 2**fmt.mant_bits) for f in SUBNORMAL_STEP_POINTS]
     out = x.clone().float()
     amax = tile_amax(out, spec)
     level = (
@@ -279,9 +277,10 @@ def subnormal_block_scales(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
             tile = out[i * br : (i + 1) * br, j * bc : (j + 1) * bc]
             tile.mul_(target / float(amax[i, j]))
             rewritten.append((i, j))
-    if spec.scale_fmt.per_tensor_level and float(
-        compute_global_scale(tile_amax(out, spec).max(), spec).reshape(())
-    ) != level:
+    if (
+        spec.scale_fmt.per_tensor_level
+        and float(compute_global_scale(tile_amax(out, spec).max(), spec).reshape(())) != level
+    ):
         raise AssertionError("subnormal_block_scales changed the per-tensor scale")
     q = quantize(out, spec)
     scales = torch.stack([q.scale[i, j] for i, j in rewritten]).float()
