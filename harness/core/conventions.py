@@ -191,12 +191,16 @@ def _fp32_scales(spec: QuantSpec) -> bool:
     return spec.scale_fmt is FP32
 
 
-def _min_scale_512(amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+def _bound_1_over_512max(spec: QuantSpec) -> torch.Tensor:
     # float32: 1 / (qmax * 512), as the engine computes it (qmax * 512 is exact)
-    floor = torch.tensor(1.0, dtype=torch.float32) / torch.tensor(
+    return torch.tensor(1.0, dtype=torch.float32) / torch.tensor(
         spec.qmax * 512, dtype=torch.float32
     )
-    return torch.maximum(amax.float() / spec.qmax, floor)  # a zero tile gets the bound
+
+
+def _min_scale_512(amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    # a zero tile gets the bound
+    return torch.maximum(amax.float() / spec.qmax, _bound_1_over_512max(spec))
 
 
 register_convention(
@@ -218,12 +222,14 @@ def _ue8m0_fp8(spec: QuantSpec) -> bool:
     return spec.scale_fmt is E8M0 and spec.scale_rounding == "rceil" and spec.format in _FP8
 
 
+def _power_of_two_at_or_above(s: torch.Tensor) -> torch.Tensor:
+    # exact: a float32 with a non-zero mantissa moves up one exponent (the rceil rule)
+    return torch.exp2(torch.ceil(torch.log2(s.double()))).float()
+
+
 def _ue8m0_min_scale_512(amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
     # the power of two at or above 1 / (qmax * 512): the bound taken before rounding up
-    floor = torch.tensor(1.0, dtype=torch.float32) / torch.tensor(
-        spec.qmax * 512, dtype=torch.float32
-    )
-    return torch.maximum(scale, torch.exp2(torch.ceil(torch.log2(floor))))
+    return torch.maximum(scale, _power_of_two_at_or_above(_bound_1_over_512max(spec)))
 
 
 register_convention(
@@ -244,10 +250,7 @@ def _ue8m0_floor_after_rounding(
     amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec
 ) -> torch.Tensor:
     # the power-of-two scale, then the bound 1 / (qmax * 512) itself (not a power of two)
-    floor = torch.tensor(1.0, dtype=torch.float32) / torch.tensor(
-        spec.qmax * 512, dtype=torch.float32
-    )
-    return torch.maximum(scale, floor)
+    return torch.maximum(scale, _bound_1_over_512max(spec))
 
 
 register_convention(
@@ -347,11 +350,6 @@ register_convention(
 
 
 _UE8M0_SCALE_FLOOR = 1e-10  # as float32: vLLM's compiled op's fmaxf(fabsf(y_s), 1e-10f)
-
-
-def _power_of_two_at_or_above(s: torch.Tensor) -> torch.Tensor:
-    # exact: a float32 with a non-zero mantissa moves up one exponent (the rceil rule)
-    return torch.exp2(torch.ceil(torch.log2(s.double()))).float()
 
 
 def _ue8m0_scale_floor(amax: torch.Tensor, scale: torch.Tensor, spec: QuantSpec) -> torch.Tensor:

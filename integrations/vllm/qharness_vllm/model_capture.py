@@ -40,7 +40,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -97,23 +97,16 @@ def _built(module: torch.nn.Module) -> dict[str, Any]:
 LOADED_WEIGHT = "_qharness_loaded_weight"
 
 
-@contextmanager
-def keep_unquantized_weights() -> Iterator[None]:
+def _keep_loaded_weight(layer: torch.nn.Module) -> None:
+    setattr(layer, LOADED_WEIGHT, layer.weight.detach().clone())
+
+
+def keep_unquantized_weights() -> AbstractContextManager[None]:
     """Keep each unquantized linear's weight as vLLM loaded it: the CPU build then packs it
     for its GEMM and leaves ``layer.weight`` empty (``dispatch_cpu_unquantized_gemm``)."""
     from vllm.model_executor.layers.linear import UnquantizedLinearMethod
 
-    original = UnquantizedLinearMethod.process_weights_after_loading
-
-    def patched(self: Any, layer: torch.nn.Module) -> None:
-        setattr(layer, LOADED_WEIGHT, layer.weight.detach().clone())
-        original(self, layer)
-
-    UnquantizedLinearMethod.process_weights_after_loading = patched  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        UnquantizedLinearMethod.process_weights_after_loading = original  # type: ignore[method-assign]
+    return _before_processing(UnquantizedLinearMethod, _keep_loaded_weight)
 
 
 def _tensors(module: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -246,24 +239,30 @@ def _drop_bias() -> Iterator[None]:
 
 
 @contextmanager
-def _after_scheme_load(edit: Callable[[torch.nn.Module], None]) -> Iterator[None]:
-    """Run ``edit`` on each compressed-tensors FP8 layer before vLLM processes its weights."""
-    from vllm.model_executor.layers.quantization.compressed_tensors.schemes import (
-        CompressedTensorsW8A8Fp8,
-    )
-
-    original = CompressedTensorsW8A8Fp8.process_weights_after_loading
+def _before_processing(owner: type, edit: Callable[[torch.nn.Module], None]) -> Iterator[None]:
+    """Run ``edit`` on each layer ``owner`` (a vLLM quant method or scheme class) handles,
+    right before its ``process_weights_after_loading``."""
+    original = owner.process_weights_after_loading  # type: ignore[attr-defined]
 
     def patched(self: Any, layer: torch.nn.Module) -> None:
         with torch.no_grad():
             edit(layer)
         original(self, layer)
 
-    CompressedTensorsW8A8Fp8.process_weights_after_loading = patched  # type: ignore[method-assign]
+    owner.process_weights_after_loading = patched  # type: ignore[attr-defined]
     try:
         yield
     finally:
-        CompressedTensorsW8A8Fp8.process_weights_after_loading = original  # type: ignore[method-assign]
+        owner.process_weights_after_loading = original  # type: ignore[attr-defined]
+
+
+def _after_scheme_load(edit: Callable[[torch.nn.Module], None]) -> AbstractContextManager[None]:
+    """Run ``edit`` on each compressed-tensors FP8 layer before vLLM processes its weights."""
+    from vllm.model_executor.layers.quantization.compressed_tensors.schemes import (
+        CompressedTensorsW8A8Fp8,
+    )
+
+    return _before_processing(CompressedTensorsW8A8Fp8, edit)
 
 
 def _first_shard_scale_for_all(layer: torch.nn.Module) -> None:
