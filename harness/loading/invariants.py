@@ -5,7 +5,8 @@
   ULP of the runtime format where a shard was requantized to a larger scale;
 - a fused per-tensor layer holds one weight scale, shared by all shards: the largest
   shard scale (`shared_scale_violations`);
-- two loaders give bit-identical runtime tensors;
+- two loaders give bit-identical runtime tensors, a zero code's sign aside
+  (`runtime_differences`);
 - the bias is applied exactly once (`bias_application_counts`).
 
 Each check returns a list of human-readable violations (empty: holds), so the suites assert
@@ -17,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from harness.core.compare import bit_mismatches
-from harness.core.formats import decode, magnitudes
+from harness.core.formats import decode, get_format, magnitudes
 from harness.core.schemes import WHOLE
 from harness.loading.checkpoint import LinearCheckpoint
 from harness.loading.loaders import LoadedLayer, Loader
@@ -134,8 +135,18 @@ def runtime_differences(a: LoadedLayer, b: LoadedLayer) -> list[str]:
     problems: list[str] = []
     if la.scheme != lb.scheme:
         problems.append(f"runtime schemes differ: {la.scheme} vs {lb.scheme}")
+    if (
+        la.weight.spec.format == lb.weight.spec.format
+        and la.weight.codes.shape == lb.weight.codes.shape
+    ):
+        if n := code_mismatches(la.weight.codes, lb.weight.codes, la.weight.spec.format):
+            problems.append(f"weight codes: {n}/{la.weight.codes.numel()} elements differ bit-wise")
+    else:
+        problems.append(
+            f"weight codes: {tuple(la.weight.codes.shape)} {la.weight.spec.format} vs "
+            f"{tuple(lb.weight.codes.shape)} {lb.weight.spec.format}"
+        )
     pairs = {
-        "weight codes": (la.weight.codes, lb.weight.codes),
         "weight scale": (la.weight.scale, lb.weight.scale),
         "input scale": (la.input_scale, lb.input_scale),
         "bias": (la.bias, lb.bias),
@@ -150,6 +161,22 @@ def runtime_differences(a: LoadedLayer, b: LoadedLayer) -> list[str]:
         elif n := bit_mismatches(x, y):
             problems.append(f"{name}: {n}/{x.numel()} elements differ bit-wise")
     return problems
+
+
+def code_mismatches(a: torch.Tensor, b: torch.Tensor, fmt_name: str) -> int:
+    """Codes that differ bit-wise, counting +0 and -0 as one code where the format has both.
+
+    The sign of a zero code depends on the order of two correct steps: requantizing a
+    tiny negative value in e4m3fn gives -0, in e4m3fnuz (which has no -0) +0, so a loader
+    that converts the flavour first and one that requantizes first may differ there and
+    nowhere else. Both codes decode to zero, so every product and sum is the same. 0x80 of
+    a format where it is not a zero (e4m3fnuz: NaN) still counts.
+    """
+    differ = a != b
+    sign_bit = get_format(fmt_name).sign_bit
+    if float(decode(torch.tensor([sign_bit], dtype=torch.uint8), fmt_name)) == 0:
+        differ &= ~(((a == 0) | (a == sign_bit)) & ((b == 0) | (b == sign_bit)))
+    return int(differ.sum())
 
 
 def check_loader(

@@ -21,7 +21,7 @@ from harness.loading.checkpoint import (
     save_checkpoint,
 )
 from harness.loading.invariants import runtime_differences
-from harness.loading.loaders import get_loader
+from harness.loading.loaders import LoadedLayer, get_loader
 
 
 def _fused() -> LinearCheckpoint:
@@ -172,3 +172,36 @@ def test_config_naming_a_scheme_loading_does_not_cover_is_rejected(tmp_path: Pat
         CheckpointError, match=r"layer\.safetensors.*w_mxfp4 \(mx\) cannot be loaded"
     ):
         read_checkpoint(path)
+
+
+def _with_codes(loaded: LoadedLayer, codes: torch.Tensor) -> LoadedLayer:
+    weight = replace(loaded.layer.weight, codes=codes)
+    return replace(loaded, layer=replace(loaded.layer, weight=weight))
+
+
+@pytest.mark.parametrize("flavour", ["e4m3fn", "e4m3fnuz"])
+def test_loader_agreement_counts_a_zero_codes_sign_only_where_0x80_is_not_zero(
+    flavour: str,
+) -> None:
+    """A zero's sign depends on whether a loader converted the flavour before or after
+    requantizing (e4m3fnuz has no -0): +0/-0 agree in e4m3fn; 0x80 in e4m3fnuz is NaN and
+    differs; any other code change differs in both."""
+    loaded = get_loader("fp8").load(_fused(), flavour)
+    codes = loaded.layer.weight.codes
+    zeros = codes == 0
+    assert int(zeros.sum()) > 0
+    assert int((~zeros).sum()) > 0
+    signed = _with_codes(loaded, torch.where(zeros, torch.full_like(codes, 0x80), codes))
+    problems = runtime_differences(loaded, signed)
+    if flavour == "e4m3fn":
+        assert problems == []
+    else:
+        assert problems == [
+            f"weight codes: {int(zeros.sum())}/{codes.numel()} elements differ bit-wise"
+        ]
+    bumped = codes.clone()
+    first_nonzero = int(torch.nonzero(~zeros.reshape(-1))[0])
+    bumped.reshape(-1)[first_nonzero] ^= 1
+    assert runtime_differences(loaded, _with_codes(loaded, bumped)) == [
+        f"weight codes: 1/{codes.numel()} elements differ bit-wise"
+    ]
