@@ -32,6 +32,7 @@ it reads.
 from __future__ import annotations
 
 import argparse
+import configparser
 import fcntl
 import json
 import os
@@ -779,6 +780,45 @@ def clear_stale_scratch(scratch: Path) -> None:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def declared_entry_points(pyproject: Path) -> dict[str, dict[str, str]]:
+    """``[project.entry-points]`` (and the scripts) of a pyproject.toml, group -> name ->
+    object, as an install records them."""
+    project = tomllib.loads(pyproject.read_text()).get("project", {})
+    groups = {g: dict(eps) for g, eps in project.get("entry-points", {}).items()}
+    for table, group in (("scripts", "console_scripts"), ("gui-scripts", "gui_scripts")):
+        if project.get(table):
+            groups[group] = dict(project[table])
+    return groups
+
+
+def recorded_entry_points(egg_info: Path) -> dict[str, dict[str, str]]:
+    """The entry points an ``*.egg-info`` folder advertises (its entry_points.txt)."""
+    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # names keep their case
+    text = egg_info / "entry_points.txt"
+    if text.is_file():
+        parser.read_string(text.read_text())
+    return {g: {k: v.strip() for k, v in parser[g].items()} for g in parser.sections()}
+
+
+def stale_metadata(folder: Path) -> list[str]:
+    """``*.egg-info`` folders in ``folder`` whose entry points differ from its pyproject.
+
+    The runner puts the checkout and the adapter first on PYTHONPATH, so package metadata
+    found there wins over the venv's: an egg-info left by an older editable install would
+    register the old paths and quantizers, and the run would test something else."""
+    pyproject = folder / "pyproject.toml"
+    if not pyproject.is_file():
+        return []
+    declared = declared_entry_points(pyproject)
+    return [
+        f"{egg} advertises other entry points than {pyproject} (left by an older install); "
+        f"delete it, or reinstall: <venv>/bin/python -m pip install --no-deps -e {folder}"
+        for egg in sorted(folder.glob("*.egg-info"))
+        if recorded_entry_points(egg) != declared
+    ]
+
+
 def command_run(args: argparse.Namespace, stages: dict[str, Stage]) -> int:
     entries = load_corpus(args.corpus, stages)
     known = {e.id for e in entries}
@@ -790,6 +830,13 @@ def command_run(args: argparse.Namespace, stages: dict[str, Stage]) -> int:
         chosen = [e for e in chosen if e.runnable]
     if not chosen:
         raise CorpusError("no entries to run")
+    stale = [
+        problem
+        for folder in sorted({ROOT, *(ROOT / stages[e.text("stage")].adapter for e in chosen)})
+        for problem in stale_metadata(folder)
+    ]
+    if stale:
+        raise CorpusError("; ".join(stale))
     fresh_out(args.out)
     clear_stale_scratch(args.scratch)
     started = time.time()

@@ -353,3 +353,29 @@ def test_a_fix_that_clears_one_of_several_findings_catches() -> None:
     ]
     outcome, _, _ = corpus.judge([run("fault", "A + B")], [run("control", "A + B")])
     assert outcome == "missed"
+
+
+def test_an_egg_info_advertising_other_entry_points_is_named(tmp_path: Path) -> None:
+    """Metadata on PYTHONPATH wins over the venv's: an egg-info left by an older install
+    (other entry points than the pyproject) is refused, naming it; a current one is not."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("corpus_script_meta", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    corpus = importlib.util.module_from_spec(spec)
+    sys.modules["corpus_script_meta"] = corpus
+    spec.loader.exec_module(corpus)
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "a"\n[project.scripts]\na = "a.cli:main"\n'
+        '[project.entry-points."qharness.paths"]\nnew_path = "a.paths:New"\n'
+    )
+    egg = tmp_path / "a.egg-info"
+    egg.mkdir()
+    current = "[console_scripts]\na = a.cli:main\n\n[qharness.paths]\nnew_path = a.paths:New\n"
+    (egg / "entry_points.txt").write_text(current)
+    assert corpus.stale_metadata(tmp_path) == []
+    (egg / "entry_points.txt").write_text(current.replace("new_path", "old_path"))
+    (problem,) = corpus.stale_metadata(tmp_path)
+    assert str(egg) in problem
+    assert "reinstall" in problem
