@@ -331,6 +331,12 @@ CANARIES: tuple[Canary, ...] = (
     ),
     _loader("canary_loader_0x80", "FNUZ_0X80", "fnuz 0x80 code", loading(STATIC, FNUZ)),
     _path(
+        "canary_nvfp4_scale_ftz",
+        "Nvfp4BlockScaleFlush",
+        "NVFP4 E4M3 block scales in E4M3's subnormal range flushed to zero",
+        linear(("w_nvfp4", "w_nvfp4_a_nvfp4"), dtypes=("bf16", "fp32")),
+    ),
+    _path(
         "canary_shown_subnormal_ftz",
         "ShownSubnormalFlush",
         "shown operands: subnormal flush-to-zero",
