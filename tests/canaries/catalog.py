@@ -229,6 +229,15 @@ CANARIES: tuple[Canary, ...] = (
     ),
     _mutant("canary_total_minus_free", "seed: peak memory as total minus free"),
     _mutant("canary_is_cuda_gating", "seed: memory check gated on is_cuda()"),
+    Canary(
+        "canary_nvfp4_fused_one_global",
+        "fused NVFP4 shards served under one shard's global, block scales kept",
+        "mutant",
+        "",
+        "control_fused_nvfp4",
+        (Selection(LOADING, "fused_nvfp4"),),
+        isolated=True,
+    ),
     _platform_mutant(
         "canary_fp8_flavour_rocm_gating",
         "FP8 flavour gated on the device kind, not the arch (wrong under torch:gfx942)",
@@ -515,4 +524,5 @@ CONTROLS: dict[str, tuple[str, str]] = {  # name -> (kind, target)
     "control_quantizer_finding": ("quantizer", f"{Q}:DeclaredFindingQuantizer"),
     "control_measurement": ("mutant", ""),
     "control_platform": ("mutant", ""),
+    "control_fused_nvfp4": ("mutant", ""),
 }
