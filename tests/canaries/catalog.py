@@ -333,6 +333,12 @@ CANARIES: tuple[Canary, ...] = (
         loading(("fp8_per_tensor",), ("e4m3fn", "e4m3fnuz")),
     ),
     _loader(
+        "canary_loader_neighbour_scales",
+        "NEIGHBOUR_SCALES",
+        "fused shards read a neighbour's per-channel or block scales",
+        loading(("fp8_per_block", "fp8_per_channel"), ("e4m3fn", "e4m3fnuz")),
+    ),
+    _loader(
         "canary_loader_fnuz_scale",
         "FNUZ_SCALE",
         "fnuz scale doubling",
