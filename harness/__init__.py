@@ -153,6 +153,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     # checkpoint loading: the loader type and the transforms adapters compose
     "harness.loading.loaders": ("Loader",),
     "harness.loading.checkpoint": ("LinearCheckpoint", "STORED_SCALE_DTYPES"),
+    # fused NVFP4 layers: the checkpoint an adapter loads and what it hands back
+    "harness.loading.fused_nvfp4": ("FusedNvfp4Checkpoint", "LoadedNvfp4"),
     "harness.loading.transforms": (
         "LoadState",
         "LoadError",
@@ -232,6 +234,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from harness.linear.operands import expected_operands, operand_checks
     from harness.linear.paths import get_path, linear_paths
     from harness.loading.checkpoint import STORED_SCALE_DTYPES, LinearCheckpoint
+    from harness.loading.fused_nvfp4 import FusedNvfp4Checkpoint, LoadedNvfp4
     from harness.loading.loaders import Loader
     from harness.loading.transforms import (
         LoadError,

@@ -1,5 +1,8 @@
 """Checkpoint loading: every FP8 scheme x named case x platform FP8 flavour (x loader, path).
 
+Fused NVFP4 layers (`test_fused_nvfp4_shards_share_global`): the designed checkpoints of
+harness.loading.fused_nvfp4 through each NVFP4 fuser, one global and every shard exact.
+
 The checkpoint of each case comes from its golden entry; every registered loader brings it
 to the flavour under test, and the loaded layer must dequantize shard by shard to the
 checkpoint, be bit-identical between loaders, and give the golden output through every path
@@ -31,12 +34,19 @@ from harness.loading.checks import (
     check_fused_scale_shared,
     check_runtime_format,
     check_shards_match_checkpoint,
+    fused_nvfp4_checks,
     loader_agreement_checks,
     output_bound,
     output_checks,
     rounding_checks,
 )
+from harness.loading.fused_nvfp4 import (
+    FUSED_NVFP4_DESIGNS,
+    NVFP4_FUSERS,
+    fused_nvfp4_checkpoint,
+)
 from harness.loading.loaders import LoadedLayer, get_loader, loaders
+from harness.loading.transforms import LoadError
 from harness.paths.base import (
     LinearProblem,
     is_reference,
@@ -113,6 +123,33 @@ def test_loaded_shards_dequantize_to_checkpoint(
             check_fused_scale_shared(ckpt, loaded),
         ]
     )
+
+
+@pytest.mark.parametrize("design", [d.name for d in FUSED_NVFP4_DESIGNS])
+@pytest.mark.parametrize("fuser", list(NVFP4_FUSERS))
+def test_fused_nvfp4_shards_share_global(
+    fuser: str, design: str, record_checks: RecordChecks, record_result: RecordResult
+) -> None:
+    """A fused NVFP4 layer holds one global and serves every shard as the checkpoint has
+    it; a checkpoint whose shards' globals differ may be refused instead
+    (harness.loading.fused_nvfp4)."""
+    ckpt = fused_nvfp4_checkpoint(design)
+    record_result(
+        scheme="w_nvfp4",
+        loader=fuser,
+        design=design,
+        shard_globals={
+            n: float(s.global_scale) for n, s in zip(ckpt.names, ckpt.shards, strict=True)
+        },
+    )
+    try:
+        loaded = NVFP4_FUSERS[fuser](ckpt)
+    except LoadError as exc:
+        if ckpt.globals_equal:
+            raise  # shards that share their global must load
+        record_result(refused=str(exc))
+        return
+    record_checks(fused_nvfp4_checks(ckpt, loaded))
 
 
 @pytest.mark.parametrize("p", list(loading_params()), ids=lambda p: p.id)

@@ -28,6 +28,13 @@ operands is the reference, as in the float32-activation suite.
 - ``subnormal_codes``: one row per operand with qmax * s and every subnormal code times
   s, the other operand picking out those products alone. Shows subnormal codes flushed
   to zero, dynamic scales included.
+- ``nvfp4_tiny_blocks``: NVFP4 operands whose blocks alternate (a checkerboard over rows
+  and 16-wide blocks, `subnormal_block_scales`) between the tensor's magnitude and about
+  2^-16 of it, so their E4M3 block scales take every subnormal code; x's tiny blocks face
+  w's large ones in half the outputs, which are then made of tiny-block products alone.
+  Shows E4M3 block scales flushed to zero or held at E4M3's smallest normal. bf16-valued.
+- ``nvfp4_tiny_blocks_float32``: the same with float32-valued activations (bits below
+  bf16 in every element). Shows, on top, an NVFP4 activation quantized from a bf16 copy.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from harness.core.hard_inputs import (
     calibration_amax,
     plant_reciprocal_ties,
     reciprocal_tie_scale,
+    subnormal_block_scales,
     tail_amax,
 )
 from harness.core.inputs import bias_vector, scaled_normal
@@ -224,6 +232,38 @@ def _subnormal_codes(scheme_name: str, shape: Shape, base: str) -> Inputs:
     return {"x": x, "w": w, "bias": bias_vector(f"{base}/bias", n), "calibration": x}
 
 
+def _tiny_blocks(scheme_name: str, shape: Shape, base: str, float32_x: bool) -> Inputs:
+    """Both operands with every other block (a checkerboard over rows and K blocks) shrunk
+    so its E4M3 block scale is subnormal (`subnormal_block_scales`, under the weight's grid
+    for an unquantized activation). Rows of opposite parity face each other's tiny blocks
+    with their large ones, so half the outputs are sums of tiny-block products alone: a
+    flushed or clamped block scale moves them by a whole term, not by 2^-16 of one. x is
+    rounded to bf16 unless ``float32_x``; w is quantized offline, so stays float32."""
+    scheme = get_scheme(scheme_name)
+    m, n, k = shape
+    act = scheme.activation or scheme.weight
+    x = subnormal_block_scales(scaled_normal(f"{base}/x", m, k, act), act)
+    if not float32_x:
+        x = x.to(torch.bfloat16).float()
+    elif bool((x.to(torch.bfloat16).float() == x).all()):
+        raise AssertionError(f"nvfp4_tiny_blocks_float32: {scheme_name}'s x is bf16-valued")
+    w = subnormal_block_scales(scaled_normal(f"{base}/w", n, k, scheme.weight), scheme.weight)
+    return {
+        "x": x,
+        "w": normalize_output(x, w),
+        "bias": bias_vector(f"{base}/bias", n),
+        "calibration": x,
+    }
+
+
+def _tiny_blocks_bf16(scheme_name: str, shape: Shape, base: str) -> Inputs:
+    return _tiny_blocks(scheme_name, shape, base, float32_x=False)
+
+
+def _tiny_blocks_float32(scheme_name: str, shape: Shape, base: str) -> Inputs:
+    return _tiny_blocks(scheme_name, shape, base, float32_x=True)
+
+
 # Weight scale exponents, one per scale tile in turn: both signs, the ends a decoder's
 # special cases sit near (2^7 is E8M0 byte 134, the decoded 128.0 a float-valued sentinel
 # test mistakes for the NaN byte 0xFF), and zero.
@@ -274,6 +314,7 @@ STATIC = (
     "fp8_w_per_channel_a_static",
     "fp8_w_per_channel_a_static_fnuz",
 )
+NVFP4 = ("w_nvfp4", "w_nvfp4_a_nvfp4")
 DESIGNS: tuple[Design, ...] = (
     Design(
         "bf16_binade",
@@ -379,6 +420,23 @@ DESIGNS: tuple[Design, ...] = (
         ("bf16", "fp32"),
         _subnormal_codes,
         bias=False,
+    ),
+    Design(
+        "nvfp4_tiny_blocks",
+        "E4M3 block scales flushed to zero or held at E4M3's smallest normal",
+        NVFP4,
+        _fixed((8, 32, 256)),
+        ("bf16", "fp32"),
+        _tiny_blocks_bf16,
+    ),
+    Design(
+        "nvfp4_tiny_blocks_float32",
+        "subnormal E4M3 block scales under float32 activations (an NVFP4 scale from bf16)",
+        NVFP4,
+        _fixed((8, 32, 256)),
+        ("bf16", "fp32"),
+        _tiny_blocks_float32,
+        float32_activation=True,
     ),
 )
 DESIGNS_BY_NAME = {d.name: d for d in DESIGNS}

@@ -21,6 +21,9 @@ Modules, each with its one job:
   (finite, bias applied once, within the golden's bound; `rounding_interval` /
   `bits_vs_emulated` from `harness.core.checks`, one interval from the path's declared
   numerics).
+- ``fused_nvfp4``: Fused NVFP4 layers (q/k/v, gate/up): designed checkpoints with shared
+  and unequal per-shard global scales, the harness's loader (refuses unequal globals) and
+  the invariants: one global for the layer, every shard exactly the checkpoint's.
 """
 
 from harness.loading.loaders import LoadedLayer, Loader, get_loader, loaders

@@ -4,6 +4,10 @@ Loaded shards, per loader: ``runtime_format`` (the layer holds the platform's FP
 ``shards_match_checkpoint`` (`shard_violations`: bit-exact, or within one ULP where
 requantized).
 
+Fused NVFP4 layers (`fused_nvfp4_checks`): ``global_shared`` (one global scale for the
+layer) and ``shards_match_checkpoint`` (each shard's loaded values are the checkpoint's),
+harness.loading.fused_nvfp4.
+
 Loaders: ``<loader>_agrees_with_<first>`` per further loader (`runtime_differences`: codes,
 scales, input scale, bias and runtime scheme bit for bit).
 
@@ -36,6 +40,12 @@ from harness.core.compare import (
     rounding_bound,
 )
 from harness.loading.checkpoint import LinearCheckpoint
+from harness.loading.fused_nvfp4 import (
+    FusedNvfp4Checkpoint,
+    LoadedNvfp4,
+    global_violations,
+    shard_value_violations,
+)
 from harness.loading.invariants import (
     AMBIGUOUS,
     bias_application_counts,
@@ -68,6 +78,18 @@ def check_fused_scale_shared(ckpt: LinearCheckpoint, loaded: LoadedLayer) -> Che
     if not problems:
         return passed("fused_scale_shared")
     return failed("fused_scale_shared", "; ".join(problems))
+
+
+def fused_nvfp4_checks(ckpt: FusedNvfp4Checkpoint, loaded: LoadedNvfp4) -> list[CheckResult]:
+    """A fused NVFP4 layer holds one global (``global_shared``) and every shard dequantizes
+    to the checkpoint's (``shards_match_checkpoint``), harness.loading.fused_nvfp4."""
+    results = []
+    for name, problems in (
+        ("global_shared", global_violations(loaded)),
+        ("shards_match_checkpoint", shard_value_violations(ckpt, loaded)),
+    ):
+        results.append(failed(name, "; ".join(problems)) if problems else passed(name))
+    return results
 
 
 def agreement_check_name(loader: str, first: str) -> str:

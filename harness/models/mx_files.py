@@ -18,6 +18,15 @@ along K); MXFP8 (``mxfp8-quantized``) as ``weight`` (e4m3fn codes) and E8M0 ``we
 - ``codes_match_float``: each code is the float weight over its element scale, rounded:
   within half the gap between the two format values around w/s (after saturation at the
   format's largest value) plus the tool's rounding of w/s in bf16 (relative 2^-8).
+
+`mx_fused_checks` runs them on every shard of a fused layer and adds, where the layout has
+a global scale (NVFP4), ``fused_global_shared``: the shards' ``weight_global_scale`` are
+one float32 value. A fused layer is one GEMM with one global; llm-compressor links the fused
+shards' observers for it (`fuse_weight_observers`: "vLLM requires that fused layers ...
+share the same global_scale"), and vLLM serves shards whose globals differ under one of
+them with their block scales kept (docs/ENGINE-FINDINGS.md), so a checkpoint that does not
+share it is served wrong. (Input globals are not compared: every shard quantizes the same
+activation, so any one of them quantizes it correctly.)
 """
 
 from __future__ import annotations
@@ -169,6 +178,21 @@ def mx_layer_checks(
     return results
 
 
+def fused_global_check(tensors: dict[str, torch.Tensor], modules: tuple[str, ...]) -> CheckResult:
+    """``fused_global_shared``: the fused shards' weight global scales are one float32 value
+    (bit for bit; a missing one is left to ``global_scales``)."""
+    stored = {
+        m: tensors[f"{m}.weight_global_scale"].float().reshape(-1)
+        for m in modules
+        if f"{m}.weight_global_scale" in tensors
+    }
+    values = {m: g.view(torch.int32).tolist() for m, g in stored.items()}
+    if len({tuple(v) for v in values.values()}) <= 1:
+        return passed("fused_global_shared")
+    shown = ", ".join(f"{m}: {g.tolist()}" for m, g in stored.items())
+    return failed("fused_global_shared", f"fused shards' weight global scales differ ({shown})")
+
+
 def mx_fused_checks(
     tensors: dict[str, torch.Tensor],
     modules: tuple[str, ...],
@@ -176,12 +200,17 @@ def mx_fused_checks(
     float_tensors: dict[str, torch.Tensor],
 ) -> list[CheckResult]:
     """`mx_layer_checks` on every shard of a fused layer (q/k/v, gate/up), one result per
-    check: failed where any shard fails it, naming the shard."""
+    check: failed where any shard fails it, naming the shard; first, where the layout has a
+    global scale, ``fused_global_shared`` (module doc)."""
     per_module = {
         m: mx_layer_checks(tensors, m, layout, float_tensors[f"{m}.weight"]) for m in modules
     }
     names = list(dict.fromkeys(r.name for rs in per_module.values() for r in rs))
-    out = []
+    out = (
+        []
+        if len(modules) < 2 or not layout.global_scale
+        else [fused_global_check(tensors, modules)]
+    )
     for name in names:
         bad = [(m, r) for m, rs in per_module.items() for r in rs if r.name == name and r.failed]
         if bad:

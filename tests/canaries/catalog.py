@@ -229,6 +229,15 @@ CANARIES: tuple[Canary, ...] = (
     ),
     _mutant("canary_total_minus_free", "seed: peak memory as total minus free"),
     _mutant("canary_is_cuda_gating", "seed: memory check gated on is_cuda()"),
+    Canary(
+        "canary_nvfp4_fused_one_global",
+        "fused NVFP4 shards served under one shard's global, block scales kept",
+        "mutant",
+        "",
+        "control_fused_nvfp4",
+        (Selection(LOADING, "fused_nvfp4"),),
+        isolated=True,
+    ),
     _platform_mutant(
         "canary_fp8_flavour_rocm_gating",
         "FP8 flavour gated on the device kind, not the arch (wrong under torch:gfx942)",
@@ -324,12 +333,24 @@ CANARIES: tuple[Canary, ...] = (
         loading(("fp8_per_tensor",), ("e4m3fn", "e4m3fnuz")),
     ),
     _loader(
+        "canary_loader_neighbour_scales",
+        "NEIGHBOUR_SCALES",
+        "fused shards read a neighbour's per-channel or block scales",
+        loading(("fp8_per_block", "fp8_per_channel"), ("e4m3fn", "e4m3fnuz")),
+    ),
+    _loader(
         "canary_loader_fnuz_scale",
         "FNUZ_SCALE",
         "fnuz scale doubling",
         loading(STATIC, FNUZ),
     ),
     _loader("canary_loader_0x80", "FNUZ_0X80", "fnuz 0x80 code", loading(STATIC, FNUZ)),
+    _path(
+        "canary_nvfp4_scale_ftz",
+        "Nvfp4BlockScaleFlush",
+        "NVFP4 E4M3 block scales in E4M3's subnormal range flushed to zero",
+        linear(("w_nvfp4", "w_nvfp4_a_nvfp4"), dtypes=("bf16", "fp32")),
+    ),
     _path(
         "canary_shown_subnormal_ftz",
         "ShownSubnormalFlush",
@@ -509,4 +530,5 @@ CONTROLS: dict[str, tuple[str, str]] = {  # name -> (kind, target)
     "control_quantizer_finding": ("quantizer", f"{Q}:DeclaredFindingQuantizer"),
     "control_measurement": ("mutant", ""),
     "control_platform": ("mutant", ""),
+    "control_fused_nvfp4": ("mutant", ""),
 }

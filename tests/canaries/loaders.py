@@ -12,7 +12,8 @@ import torch
 from harness.core.formats import decode
 from harness.core.quantize import quantize
 from harness.core.schemes import WHOLE
-from harness.loading.loaders import FP8_LOADER, Loader
+from harness.loading.checkpoint import LinearCheckpoint
+from harness.loading.loaders import FP8_LOADER, Loader, fuse_shards
 from harness.loading.transforms import (
     E4M3FN_PER_E4M3FNUZ,
     LoadError,
@@ -168,3 +169,33 @@ __all__ = [
     "SHARD_SCALES",
     "STEP_ORDER",
 ]
+
+
+# ------------------------------------------------ a neighbour's block or channel scales
+def fuse_with_scale_rows_reversed(ckpt: LinearCheckpoint, target_format: str) -> LoadState:
+    """`fuse_shards` with the shards' scale rows (per-channel rows, block-scale rows) laid
+    out in reverse shard order, as a loader that maps scale shard ids the other way round
+    does: each shard's codes are its own, its scales another shard's. Per-tensor slots are
+    left as they are (the shard-scale canaries cover those)."""
+    state = fuse_shards(ckpt, target_format)
+    spec = ckpt.scheme.weight
+    if spec.block == (WHOLE, WHOLE) or len(ckpt.shards) == 1:
+        return state
+    rows_per = [
+        s.width if spec.block[0] == 1 else max(s.width, 1) // spec.block[0] for s in ckpt.shards
+    ]
+    scale = state.weight_scale
+    chunks, start = [], 0
+    for n in rows_per:
+        chunks.append(scale[start : start + n])
+        start += n
+    reversed_rows = torch.cat(chunks[::-1], dim=0)  # the one change: shard order of scales
+    return dataclasses.replace(state, weight_scale=reversed_rows)
+
+
+NEIGHBOUR_SCALES = dataclasses.replace(
+    FP8_LOADER,
+    name="canary_loader_neighbour_scales",
+    description="fused shards' per-channel or block scale rows in reverse shard order",
+    fuse=fuse_with_scale_rows_reversed,
+)

@@ -1,5 +1,6 @@
-"""Harness canaries: the two seed bugs in how peak memory is measured, and a platform
-check gated on the device kind instead of the arch (caught under ``torch:gfx942``).
+"""Harness canaries: the two seed bugs in how peak memory is measured, a platform check
+gated on the device kind instead of the arch (caught under ``torch:gfx942``), and a fused
+NVFP4 layer served under one shard's global (`harness.loading.fused_nvfp4.NVFP4_FUSERS`).
 
 They live in the harness, not in a plugin, so they are planted as a pytest plugin
 (``-p tests.canaries.mutants``, the mutant named by ``QHARNESS_CANARY_MUTANT``) that swaps
@@ -17,7 +18,10 @@ from typing import Any
 import pytest
 import torch
 
+import harness.loading.fused_nvfp4 as fused_nvfp4
 import harness.memory.tracker as tracker
+from harness.core.formats import decode
+from harness.core.quantize import expand_scale
 from harness.platform.info import FNUZ_ARCHS, PlatformInfo
 
 ENV = "QHARNESS_CANARY_MUTANT"
@@ -83,10 +87,32 @@ def _plant_fp8_flavour_gated_on_rocm() -> None:
     PlatformInfo.fp8_format = property(fp8_format_gated_on_rocm)  # type: ignore[assignment,method-assign]
 
 
+def fuse_under_one_shard_global(ckpt: fused_nvfp4.FusedNvfp4Checkpoint) -> fused_nvfp4.LoadedNvfp4:
+    """A fused NVFP4 layer under one shard's global without requantizing: the smallest
+    shard global (the shard of the largest amax: the largest of the stored divisors 1 / g)
+    for the whole layer, every shard's codes and block scales kept. Otherwise the harness's
+    loader (`harness_fuse`), which refuses such a checkpoint."""
+    shared = min(float(s.global_scale) for s in ckpt.shards)
+    values = torch.cat(
+        [
+            decode(s.codes, s.spec.format).double()
+            * expand_scale(s.scale.double(), s.spec, s.codes.shape)
+            * shared
+            for s in ckpt.shards
+        ]
+    )
+    return fused_nvfp4.LoadedNvfp4(values, torch.tensor([shared], dtype=torch.float32))
+
+
+def _plant_nvfp4_one_global() -> None:
+    fused_nvfp4.NVFP4_FUSERS["harness"] = fuse_under_one_shard_global
+
+
 MUTANTS: dict[str, Callable[[], None]] = {
     "canary_total_minus_free": _plant_total_minus_free,
     "canary_is_cuda_gating": _plant_is_cuda_gating,
     "canary_fp8_flavour_rocm_gating": _plant_fp8_flavour_gated_on_rocm,
+    "canary_nvfp4_fused_one_global": _plant_nvfp4_one_global,
 }
 
 

@@ -490,6 +490,32 @@ class SubnormalFlushToZero(ControlKernelPath):
         return dequantize_with(layer.weight, decode_fn=_decode_flushing_subnormals)
 
 
+def _flush_subnormal_block_scales(q: QuantizedTensor) -> QuantizedTensor:
+    """A two-level tensor with its block scales below the block format's smallest normal
+    read as zero (a flush-to-zero conversion of the E4M3 scale bytes); others unchanged."""
+    element = q.spec.scale_fmt.element
+    if not q.spec.scale_fmt.per_tensor_level or element is None:
+        return q
+    s = q.scale.float()
+    tiny = s.abs() < get_format(element).min_normal
+    return dataclasses.replace(q, scale=torch.where(tiny, torch.zeros_like(s), s))
+
+
+class Nvfp4BlockScaleFlush(ControlKernelPath):
+    """NVFP4 block scales flushed: E4M3 block scales in E4M3's subnormal range read as zero,
+    in the weight and the activation (the global scales, elements and all else as the
+    control)."""
+
+    name = "canary_nvfp4_scale_ftz"
+
+    def activation(self, x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
+        xq = quantize_activation(x, layer.scheme, layer.input_scale)
+        return x.float() if xq is None else _flush_subnormal_block_scales(xq).dequantize()
+
+    def weight(self, layer: QuantizedLinear) -> torch.Tensor:
+        return _flush_subnormal_block_scales(layer.weight).dequantize()
+
+
 def _expand_transposed(scale: torch.Tensor, spec: object, shape: torch.Size) -> torch.Tensor:
     """The scale grid read with its two axes' strides swapped: the [rows, cols] grid's
     memory taken as [cols, rows] row-major and reshaped back (a true transpose where the

@@ -57,6 +57,7 @@ REPRO_ENGINES: dict[str, str] = {
     "vllm_fnuz_e8m0_scale_double.py": "vllm",
     "vllm_group_quant_ue8m0_fallback_floor.py": "vllm",
     "vllm_block_fp8_tile_spans_groups.py": "vllm",
+    "vllm_nvfp4_fused_global_max.py": "vllm",
 }
 # vllm_amx_fp8_w8a16.py checks a documented convention (W8A16 on AMX CPUs) still holds: its
 # 0 means "holds", 3 "changed"; it needs AMX tiles (4 elsewhere). So does
