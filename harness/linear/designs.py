@@ -441,7 +441,7 @@ DESIGNS: tuple[Design, ...] = (
         "blocks_128x64",
         "weight scales indexed by block_k where block_n belongs; 128-wide activation groups",
         BLOCK_FP8,
-        _fixed((3, 352, 320)),  # 2.75 x 5 blocks of 128x64
+        _fixed((3, 352, 384)),  # 2.75 x 6 blocks of 128x64
         ("bf16",),
         _seeded_as(blocks_variant(128, 64)),
         variant=blocks_variant(128, 64),
