@@ -10,8 +10,11 @@ Two kernels, each under two tuning configurations (four paths):
   and `TritonFP8ScaledMMLinearKernel` (batch-invariant mode); on CUDA only when N or K is
   not a multiple of 16, which no suite shape is (CUTLASS there), so sm_90 does not run it.
 - ``vllm_triton_block_fp8`` / ``vllm_triton_block_fp8_tails``:
-  ``fp8_utils.w8a8_triton_block_scaled_mm``, 128x128 weight blocks x 1x128 activation
-  groups, the scales applied per K block inside the loop; the kernel vLLM's ROCm block-FP8
+  ``fp8_utils.w8a8_triton_block_scaled_mm``, the layer's block_n x block_k weight blocks
+  (``block_size``: 128x128 as checkpoints ship them, 128x64 and 64x128 in the non-square
+  designs) x 1 x block_k activation groups, the scales applied per K block inside the
+  loop; the tuned-config paths (vLLM's block_shape=[128,128] files) run 128x128 blocks
+  only. The kernel vLLM's ROCm block-FP8
   selection (`TritonFp8BlockScaledMMKernel`, after aiter, which is off by default) runs.
   As `Fp8BlockScaledMMLinearKernel.apply_weights` does, the product is rounded to the
   output dtype and the bias added after it in that dtype (two roundings with a bias). On
