@@ -168,7 +168,7 @@ def test_linear_design(
     """The checks of `harness.linear.checks.LINEAR_CHECKS` on an input design (no golden:
     the reference quantizer's float64 product, `harness.linear.designs.design_case`); a
     failure leaves a repro bundle, as `test_linear`'s do."""
-    scheme = get_scheme(case.scheme)
+    scheme = case.scheme_spec  # the registered scheme, or the design's variant of it
     path = get_path(case.path)
     support = path.supports(scheme, case.problem, qh_platform)
     if not support.ok:

@@ -22,7 +22,7 @@ edge-case blocks) that differ. Known engine findings are matched on each case's 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -34,7 +34,7 @@ from harness.core.hard_inputs import (
     subnormal_block_scales,
     tail_amax,
 )
-from harness.core.inputs import scaled_normal
+from harness.core.inputs import plant_corners, scaled_normal
 from harness.core.quantize import (
     QuantizedTensor,
     calibrate_input_scale,
@@ -527,4 +527,66 @@ def test_quantizer_on_designed_tensors(case: DesignedCase, record_result: Record
 
         models = _models(case.quantizer, fc, spec, x, static)
         found.add(actual, expected, label, models=models)
+    _verdict(fc, case.quantizer, found, record_result)
+
+
+# Activation groups sized by the weight's block_k (harness.linear.designs.blocks_variant):
+# the block schemes' activation spec in groups of 64, on row counts of 1, 3 and 17 (below
+# one row tile, no power of two) and K a whole number of 64-wide groups but not of 128
+# (320), so a quantizer that sizes its groups, its scale grid or its row loop by a
+# hard-wired 128 or a power of two shows it.
+GROUP_WIDTH = 64
+GROUP_WIDTH_SHAPES = ((1, 320), (3, 320), (17, 384))
+GROUP_WIDTH_SCHEMES = ("fp8_per_block", "fp8_per_block_fnuz", "fp8_per_block_ue8m0")
+
+
+@dataclass(frozen=True)
+class GroupWidthCase(DegenerateCase):
+    """One quantizer on a block scheme's activation spec with 1 x `GROUP_WIDTH` groups."""
+
+    ID = ("quantizer", "scheme", "width")
+    finding_case_name = "group_width"
+    width: int = GROUP_WIDTH
+
+    @property
+    def spec(self) -> QuantSpec:
+        return replace(super().spec, block=(1, self.width))
+
+
+GROUP_WIDTHS = [
+    GroupWidthCase(q, s, "activation") for q in quantizers() for s in GROUP_WIDTH_SCHEMES
+]
+
+
+@pytest.mark.parametrize("case", GROUP_WIDTHS, ids=lambda c: c.id)
+def test_quantizer_group_width(case: GroupWidthCase, record_result: RecordResult) -> None:
+    """Codes and scales bit for bit against the reference, groups 64 wide (the weight's
+    block_k), every row count of `GROUP_WIDTH_SHAPES`; a shape the quantizer refuses is
+    skipped alone (its reason recorded), the case only when it refuses them all."""
+    spec = case.spec
+    quantizer = get_quantizer(case.quantizer)
+    support = quantizer.supports(spec)
+    if not support.ok:
+        pytest.skip(support.reason)
+    found = Mismatches()
+    fc = case.finding_case()
+    refused = []
+    for m, k in GROUP_WIDTH_SHAPES:
+        shape_ok = shape_support(quantizer, spec, (m, k))
+        if not shape_ok.ok:
+            refused.append(shape_ok.reason)
+            continue
+        base = f"quantizers/group_width/{get_scheme(case.scheme).input_seed_name}/{m}x{k}"
+        x = plant_corners(scaled_normal(base, m, k, spec), spec, base)
+        actual = quantizer.quantize(x, spec, None)
+        expected = quantize(x, expected_spec(quantizer, spec), None)
+
+        def label(r: int, c: int, shape: str = f"{m}x{k}") -> str:
+            return f"{shape}:tile({r},{c})"
+
+        found.add(actual, expected, label, models=_models(case.quantizer, fc, spec, x, None))
+    if len(refused) == len(GROUP_WIDTH_SHAPES):
+        pytest.skip("; ".join(dict.fromkeys(refused)))
+    if refused:
+        record_result(shapes_refused=refused)
     _verdict(fc, case.quantizer, found, record_result)

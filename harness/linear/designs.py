@@ -35,12 +35,19 @@ operands is the reference, as in the float32-activation suite.
   Shows E4M3 block scales flushed to zero or held at E4M3's smallest normal. bf16-valued.
 - ``nvfp4_tiny_blocks_float32``: the same with float32-valued activations (bits below
   bf16 in every element). Shows, on top, an NVFP4 activation quantized from a bf16 copy.
+- ``square``: N == K (17 x 384 x 384: M no power of two, a 3x3 grid of 128x128 blocks).
+  Every other shape has N != K, so a fault that only shows where the two are equal (a
+  weight layout guessed from its shape) needs one of its own; the others show the reverse.
+- ``blocks_128x64``, ``blocks_64x128``: the block-FP8 recipe with non-square weight blocks
+  (block_n != block_k) and activation groups of block_k (`blocks_variant`): the weight
+  scales indexed by the other block size, or activation groups of a hard-wired 128, show
+  only here. N and K hold several blocks of each size, N a partial one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import torch
@@ -54,7 +61,7 @@ from harness.core.hard_inputs import (
     subnormal_block_scales,
     tail_amax,
 )
-from harness.core.inputs import bias_vector, scaled_normal
+from harness.core.inputs import bias_vector, plant_corners, scaled_normal
 from harness.core.quantize import quantize_activation, quantize_linear, tile_amax, tile_shape
 from harness.core.scales import compute_scale
 from harness.core.schemes import QuantSpec, Scheme, get_scheme
@@ -86,6 +93,8 @@ class Design:
     build: Callable[[str, Shape, str], Inputs]  # (scheme, shape, seed base) -> inputs
     bias: bool = True
     float32_activation: bool = False  # x holds bits below bf16 (engines fed bf16 skip it)
+    # The scheme's recipe with other parameters (`blocks_variant`); None: as registered.
+    variant: Callable[[Scheme], Scheme] | None = None
 
 
 def _fixed(shape: Shape) -> Callable[[Scheme], Shape]:
@@ -109,6 +118,29 @@ def _odd_k_blocks(scheme: Scheme) -> Shape:
     widths = [s.block[1] for s in (scheme.weight, scheme.activation) if s is not None]
     narrow = min((w for w in widths if w is not None and w < 128), default=0)
     return (5, 80, ODD_K_BLOCKS * 128 + narrow)
+
+
+def blocks_variant(block_n: int, block_k: int) -> Callable[[Scheme], Scheme]:
+    """A block scheme's recipe with block_n x block_k weight blocks and 1 x block_k dynamic
+    activation groups, under the same name: the block size is a parameter of a block-FP8
+    checkpoint (``weight_block_size``), not another recipe, so every path that runs the
+    scheme is asked to run these blocks too, and a kernel whose contract names other
+    blocks declines (`OperandContract`). The activation group is block_k wide, as engines
+    size it from the weight's block (vLLM and SGLang: ``block_size[1]``)."""
+
+    def variant(scheme: Scheme) -> Scheme:
+        act = scheme.activation
+        if act is None or scheme.weight.block[0] in (None, 1) or act.block[0] != 1:
+            raise ValueError(f"{scheme.name} has no weight blocks and activation groups")
+        return replace(
+            scheme,
+            weight=replace(scheme.weight, block=(block_n, block_k)),
+            activation=replace(act, block=(1, block_k)),
+            description=f"{scheme.description}; here {block_n}x{block_k} weight blocks, "
+            f"1x{block_k} activation groups",
+        )
+
+    return variant
 
 
 # ------------------------------------------------------------------------- builders
@@ -178,6 +210,30 @@ def _fp16_overflow(scheme_name: str, shape: Shape, base: str) -> Inputs:
 def _seeded(scheme_name: str, shape: Shape, base: str) -> Inputs:
     """The golden-style inputs (`linear_inputs`) of a shape no golden holds."""
     return linear_inputs(scheme_name, shape)
+
+
+def _seeded_as(variant: Callable[[Scheme], Scheme]) -> Callable[[str, Shape, str], Inputs]:
+    """Golden-style seeded inputs (dynamic activations, corners planted) spread by the
+    variant's tiles, so each of its blocks and groups has its own order of magnitude and a
+    scale read from the wrong one moves the outputs it touches."""
+
+    def build(scheme_name: str, shape: Shape, base: str) -> Inputs:
+        scheme = variant(get_scheme(scheme_name))
+        act = scheme.activation
+        assert act is not None
+        assert act.dynamic
+        m, n, k = shape
+        x = plant_corners(scaled_normal(f"{base}/x", m, k, act), act, f"{base}/x")
+        w = scaled_normal(f"{base}/w", n, k, scheme.weight)
+        w = plant_corners(w, scheme.weight, f"{base}/w")
+        return {
+            "x": x,
+            "w": normalize_output(x, w),
+            "bias": bias_vector(f"{base}/bias", n),
+            "calibration": x,
+        }
+
+    return build
 
 
 def _small_base(
@@ -307,6 +363,7 @@ MX_ACTIVATIONS = (
     "w_mxfp8_a_mxfp8",
     "w_mxfp8_a_mxfp8@rceil",
 )
+BLOCK_FP8 = ("fp8_per_block", "fp8_per_block_fnuz", "fp8_per_block_ue8m0")
 STATIC = (
     "fp8_per_tensor",
     "fp8_per_tensor_fnuz",
@@ -405,6 +462,41 @@ DESIGNS: tuple[Design, ...] = (
         _seeded,
     ),
     Design(
+        "square",
+        "a fault only where N == K (a weight layout guessed from its shape)",
+        (
+            "fp8_per_tensor",
+            "fp8_per_channel",
+            "fp8_per_block",
+            "fp8_per_block_fnuz",
+            "fp8_per_block_ue8m0",
+            "w_mxfp4_a_mxfp4",
+            "w_mxfp4_a_fp8_per_token",
+            "w_mxfp8_a_mxfp8",
+        ),
+        _fixed((17, 384, 384)),
+        ("bf16",),
+        _seeded,
+    ),
+    Design(
+        "blocks_128x64",
+        "weight scales indexed by block_k where block_n belongs; 128-wide activation groups",
+        BLOCK_FP8,
+        _fixed((3, 352, 384)),  # 2.75 x 6 blocks of 128x64
+        ("bf16",),
+        _seeded_as(blocks_variant(128, 64)),
+        variant=blocks_variant(128, 64),
+    ),
+    Design(
+        "blocks_64x128",
+        "weight scales indexed by block_k where block_n belongs",
+        BLOCK_FP8,
+        _fixed((3, 304, 384)),  # 4.75 x 3 blocks of 64x128
+        ("bf16",),
+        _seeded_as(blocks_variant(64, 128)),
+        variant=blocks_variant(64, 128),
+    ),
+    Design(
         "subnormal_codes",
         "subnormal codes flushed to zero, dynamic scales included",
         (
@@ -442,6 +534,13 @@ DESIGNS: tuple[Design, ...] = (
 DESIGNS_BY_NAME = {d.name: d for d in DESIGNS}
 
 
+def design_scheme(design: str, scheme_name: str) -> Scheme:
+    """The scheme a design runs: the registered one, or its `Design.variant`."""
+    scheme = get_scheme(scheme_name)
+    variant = DESIGNS_BY_NAME[design].variant
+    return scheme if variant is None else variant(scheme)
+
+
 def design_inputs(design: str, scheme_name: str) -> Inputs:
     """The inputs of one design for one scheme (x, w, bias, calibration; float32)."""
     d = DESIGNS_BY_NAME[design]
@@ -454,7 +553,7 @@ def design_inputs(design: str, scheme_name: str) -> Inputs:
 def design_case(design: str, scheme_name: str) -> LoadedLinearCase:
     """The case as a golden would hold it, computed here (as the float32-activation suite
     does): the layer, the input and the float64 product of the dequantized operands."""
-    scheme = get_scheme(scheme_name)
+    scheme = design_scheme(design, scheme_name)
     inputs = design_inputs(design, scheme_name)
     layer = quantize_linear(inputs["w"], inputs["bias"], scheme, calibration=inputs["calibration"])
     xq = quantize_activation(inputs["x"], scheme, layer.input_scale)
@@ -484,6 +583,11 @@ class DesignCase(Case):
     @property
     def shape(self) -> Shape:
         return DESIGNS_BY_NAME[self.design].shape(get_scheme(self.scheme))
+
+    @property
+    def scheme_spec(self) -> Scheme:
+        """The scheme this case runs (a design may vary its blocks: `design_scheme`)."""
+        return design_scheme(self.design, self.scheme)
 
     @property
     def problem(self) -> LinearProblem:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from harness.core.schemes import Scheme
+from harness.core.schemes import SCHEMES, Scheme
 from harness.paths.base import KernelContract
 from harness.platform.info import PlatformInfo
 
@@ -95,6 +95,10 @@ def choose(
     if kernel is None:
         return Choice(None, dec, f"{label} table names unknown kernel {dec!r}")
     accepted = kernel.accepts(scheme)
+    if not accepted.ok and SCHEMES.get(scheme.name) != scheme:
+        # a variant of the registered recipe (other blocks: harness.linear.designs): the
+        # table is right, the kernel takes the registered parameters only
+        return Choice(None, dec, f"{dec} takes {scheme.name} as registered, not: {accepted.reason}")
     if not accepted.ok:
         return Choice(
             None, dec, f"dispatch table error: {dec} cannot run {scheme.name}: {accepted.reason}"

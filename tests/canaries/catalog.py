@@ -515,6 +515,30 @@ CANARIES: tuple[Canary, ...] = (
         "scale applied in bf16",
         linear(("fp8_per_tensor",), dtypes=("bf16", "fp32")),
     ),
+    _path(
+        "canary_layout_from_shape",
+        "WeightLayoutFromShape",
+        "weight layout guessed from its shape (wrong only where N == K)",
+        linear(("fp8_per_channel",)),
+    ),
+    _path(
+        "canary_block_rows_by_block_k",
+        "BlockRowsByBlockK",
+        "weight scales indexed by block_k where block_n belongs (non-square blocks only)",
+        linear(("fp8_per_block",)),
+    ),
+    _path(
+        "canary_activation_group_128",
+        "ActivationGroup128",
+        "activation groups of a hard-wired 128, not the weight's block_k",
+        linear(("fp8_per_block",)),
+    ),
+    _path(
+        "canary_splitk_drops_tail",
+        "SplitKDropsTail",
+        "split-K dropping a last piece of fewer blocks",
+        linear(("fp8_per_block", "fp8_per_channel")),
+    ),
 )
 
 # Correct plugins: each must pass every selection of the canaries that name it.

@@ -554,11 +554,90 @@ class ScaleInBf16(ControlKernelPath):
         return dequantize_with(layer.weight, expand_fn=_expand_bf16)
 
 
+# ------------------------------------------- round three: shapes where two sizes are equal
+class WeightLayoutFromShape(ControlKernelPath):
+    """A weight layout guessed from its shape: the weight is held [K, N] (the layout a
+    column-major kernel takes) and turned back only when its last size is not K, which
+    on a square weight (N == K) keeps the transposed one."""
+
+    name = "canary_layout_from_shape"
+
+    def forward(
+        self, layer: QuantizedLinear, x: torch.Tensor, out_dtype: torch.dtype
+    ) -> torch.Tensor:
+        a = self.activation(x, layer)
+        held = self.weight(layer).t().contiguous()  # [K, N]
+        w = held if held.shape[1] == a.shape[1] else held.t()
+        return self.epilogue(self.matmul(a, w), layer.bias, out_dtype)
+
+
+def _expand_rows_by_block_k(scale: torch.Tensor, spec: object, shape: torch.Size) -> torch.Tensor:
+    """The weight-scale grid read with row block index row // block_k (block_n belongs
+    there; the same on square blocks), clamped to the grid as a kernel's mask would."""
+    expand_scale(scale, spec, shape)  # same shape checks as the reference  # type: ignore[arg-type]
+    _, bc = tile_shape(spec, shape)  # type: ignore[arg-type]
+    rows = (torch.arange(shape[0]) // bc).clamp(max=scale.shape[0] - 1)
+    cols = torch.arange(shape[1]) // bc
+    return scale[rows][:, cols]
+
+
+class BlockRowsByBlockK(ControlKernelPath):
+    """Weight scales indexed by block_k where block_n belongs (row block = row // block_k)."""
+
+    name = "canary_block_rows_by_block_k"
+
+    def weight(self, layer: QuantizedLinear) -> torch.Tensor:
+        return dequantize_with(layer.weight, expand_fn=_expand_rows_by_block_k)
+
+
+HARD_WIRED_GROUP = 128
+
+
+class ActivationGroup128(ControlKernelPath):
+    """Activation groups of a hard-wired 128 columns, not the scheme's 1 x block_k (the
+    same where block_k is 128)."""
+
+    name = "canary_activation_group_128"
+
+    def activation(self, x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
+        spec = layer.scheme.activation
+        if spec is None or not spec.dynamic or spec.block[0] != 1 or spec.block[1] is None:
+            return super().activation(x, layer)
+        grouped = dataclasses.replace(spec, block=(1, HARD_WIRED_GROUP))
+        return quantize_with(x, grouped).dequantize()
+
+
+SPLIT_K = 2
+SPLIT_K_BLOCK = 128
+
+
+class SplitKDropsTail(ControlKernelPath):
+    """Split-K over whole 128-wide K blocks, cdiv(blocks, 2) blocks a piece, but the loop
+    runs blocks // per_piece pieces, so a last piece with fewer blocks is dropped (none is
+    where K holds at most two blocks, as every golden shape does)."""
+
+    name = "canary_splitk_drops_tail"
+
+    def matmul(self, a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        k = a.shape[1]
+        blocks = -(-k // SPLIT_K_BLOCK)
+        per_piece = -(-blocks // SPLIT_K)
+        width = per_piece * SPLIT_K_BLOCK
+        y = torch.zeros(a.shape[0], w.shape[0])
+        with full_fp32_matmul():
+            for piece in range(blocks // per_piece):
+                cols = slice(piece * width, min(k, (piece + 1) * width))
+                y = y + a[:, cols] @ w[:, cols].t()
+        return y
+
+
 __all__ = [
+    "ActivationGroup128",
     "AssumesContiguous",
     "Bf16Accumulation",
     "Bf16BeforeScale",
     "BlockIndex",
+    "BlockRowsByBlockK",
     "ChannelAxis",
     "Clamp240",
     "ControlKernelPath",
@@ -580,10 +659,12 @@ __all__ = [
     "ScaleRoundingRceil",
     "ShownSubnormalFlush",
     "SpecialValuesFlushed",
+    "SplitKDropsTail",
     "StaticReciprocal",
     "StaticScaleIgnored",
     "SubnormalFlushToZero",
     "TiesAway",
     "TransposedScaleGrid",
+    "WeightLayoutFromShape",
     "WeightScaleBinade",
 ]

@@ -19,8 +19,8 @@ conventions, ``reciprocal_scale`` and ``amax_floor_1e-10``. The kernel's own flo
 conversion runs, under Triton's interpreter, rounded to nearest even
 (`qharness_aiter.interpreter.fp8_conversion_rounded_to_nearest_even`): the interpreter's own
 conversion is not a GPU's. Groups are ``group_size`` consecutive elements of a row; the
-kernel reshapes its power-of-two row block into groups, so a group is 1x128 (any K) or the
-whole row where K is a power of two.
+kernel reshapes its power-of-two row block into groups, so a group is 1x128 or 1x64 (any
+K) or the whole row where K is a power of two.
 
 MXFP4 (``_mxfp4_quant_op``, the function `dynamic_mxfp4_quant` also calls): the E8M0 scale
 by Quark's "even" rule, codes rounded half away from zero (an upstream-acknowledged bug,
@@ -54,6 +54,8 @@ from qharness_aiter.loader import AITER_FP8, aiter_triton, platform_support
 from qharness_aiter.quantizer import TIES_AWAY, even_tensor_case
 
 FP8_GROUP = 128  # the group size aiter's callers pass (DeepSeek-style 1x128 activations)
+# group sizes run: 128, and 64 (a weight's block_k in the non-square block designs)
+FP8_GROUPS = frozenset({FP8_GROUP, FP8_GROUP // 2})
 # The harness's element-format name of each aiter FP8 dtype (the arch's flavour).
 FP8_FORMATS: dict[torch.dtype, str] = {
     torch.float8_e4m3fnuz: "e4m3fnuz",
@@ -67,8 +69,8 @@ def fp8_group_size(spec: QuantSpec, k: int) -> int | None:
     """The kernel's ``group_size`` for the spec's 1xG tiles on rows of length ``k``, or None
     where the kernel cannot form those groups (its block is next_power_of_2(K) elements,
     reshaped into groups)."""
-    if spec.block == (1, FP8_GROUP):
-        return FP8_GROUP
+    if spec.block[0] == 1 and spec.block[1] in FP8_GROUPS:
+        return spec.block[1]
     if spec.block == (1, WHOLE) and k >= 1 and k & (k - 1) == 0:
         return k
     return None
@@ -92,8 +94,8 @@ class FusedFlattenFP8GroupQuantizer:
             return Support.no(
                 f"{self.name}: {fmt} (aiter.dtypes.fp8 on {platform.arch}) with float32 scales only"
             )
-        if spec.block not in ((1, FP8_GROUP), (1, WHOLE)):
-            return Support.no(f"{self.name}: 1x{FP8_GROUP} groups or whole rows only")
+        if spec.block not in {(1, g) for g in FP8_GROUPS} | {(1, WHOLE)}:
+            return Support.no(f"{self.name}: 1x128 or 1x64 groups or whole rows only")
         if spec.clamp_max is not None:
             return Support.no(
                 f"{self.name}: saturates at torch.finfo({fmt}).max, not at {spec.clamp_max}"

@@ -121,6 +121,9 @@ def _call_per_token(
     )
 
 
+_BLOCKSCALE_WEIGHT_BLOCKS = frozenset({(FP8_BLOCK, FP8_BLOCK), (FP8_BLOCK // 2, FP8_BLOCK)})
+
+
 def _call_blockscale(
     mod: Any, xq: QuantizedTensor, w: QuantizedTensor, out: torch.dtype, cfg: dict[str, Any] | None
 ) -> torch.Tensor:
@@ -201,9 +204,10 @@ GEMMS: dict[str, AiterGemm] = {
         ),
         AiterGemm(
             "gemm_a8w8_blockscale",
-            OperandContract(
-                _FP8, "fp32", frozenset({(FP8_BLOCK, FP8_BLOCK)}), frozenset({(1, FP8_BLOCK)})
-            ),
+            # the wrapper infers the scale blocks from the grids (GROUP_N, GROUP_K: the next
+            # power of two of N / scale_n, K / scale_k), so 64-row blocks run; 64-wide ones
+            # do not: it asserts GROUP_K == BLOCK_SIZE_K, 128 in its configs
+            OperandContract(_FP8, "fp32", _BLOCKSCALE_WEIGHT_BLOCKS, frozenset({(1, FP8_BLOCK)})),
             probe="triton.dot",
             call=_call_blockscale,
             fused_bias=False,

@@ -6,10 +6,12 @@ returns ``triton_w8a8_block_fp8_linear`` (``srt/layers/quantization/fp8_utils.py
 steps, which `run_block_fp8` follows (the function itself imports the serving stack):
 
 1. ``per_token_group_quant_fp8(input_2d, block_size[1], column_major_scales=False)``: the
-   Triton quantizer of `qharness_sglang.quantizer` (1 x 128 groups, float32 scales, SGLang's
+   Triton quantizer of `qharness_sglang.quantizer` (1 x block_k groups, float32 scales, SGLang's
    FP8 flavour and bound from its own ``is_fp8_fnuz()``);
 2. ``w8a8_block_fp8_matmul_triton(q_input, weight, x_scale, weight_scale, block_size,
-   output_dtype)`` (``kernels/ops/gemm/fp8_kernel.py``): 128 x 128 weight blocks, the two
+   output_dtype)`` (``kernels/ops/gemm/fp8_kernel.py``): the layer's block_n x block_k
+   weight blocks (128 x 128 as checkpoints ship them; 128 x 64 and 64 x 128 in the
+   non-square designs), the two
    scales applied per K block inside the loop (``tl.dot(a, b) * a_s[:, None] *
    b_s[None, :]``, float32), the sum converted to the output dtype in the kernel;
 3. ``output += bias`` in the output dtype, then ``.to(output_dtype)`` (two roundings with a
@@ -30,8 +32,10 @@ Two tunings (two paths):
   config: partial M blocks at M = 37 and 3, partial N blocks at N = 16 and 144. BLOCK_K
   stays 128: on ROCm SGLang's config loader raises a tuned BLOCK_SIZE_K below block_k to
   block_k (``not _is_cuda``), so no ROCm config runs two K tiles per scale group.
+  Its BLOCK_K is the layer's block_k (64 in the 128 x 64 design): a wider tile spans two
+  scale groups, which the kernel's scale step (group_k // BLOCK_SIZE_K tiles) cannot say.
 
-K not a multiple of 128 is refused, as SGLang refuses it at the first forward: its
+K not a multiple of block_k is refused, as SGLang refuses it at the first forward: its
 quantizer asserts ``x.shape[-1] % group_size == 0`` (the layer loads: its block-shape
 validation checks tensor-parallel partitions only).
 
@@ -79,7 +83,14 @@ from qharness_sglang import ENGINE
 from qharness_sglang.loader import platform_support, sglang_fp8_kernel, sglang_gemm_kernel
 
 TAIL_TILE = (16, 32, 128)  # BLOCK_M, BLOCK_N, BLOCK_K of the _tails path (module doc)
-BLOCK_SIZE = [FP8_BLOCK, FP8_BLOCK]  # weight_block_size of a block-FP8 checkpoint
+# SGLang's GEMM takes any weight_block_size [block_n, block_k] with 1 x block_k activation
+# groups; these are the ones the suites run (128x128 as checkpoints ship it, and the
+# non-square designs of harness.linear.designs).
+HALF_BLOCK = FP8_BLOCK // 2
+WEIGHT_BLOCKS = frozenset(
+    {(FP8_BLOCK, FP8_BLOCK), (FP8_BLOCK, HALF_BLOCK), (HALF_BLOCK, FP8_BLOCK)}
+)
+ACTIVATION_GROUPS = frozenset({(1, FP8_BLOCK), (1, HALF_BLOCK)})
 
 # SGLang's non-finite sanitization (integrations/sglang/findings/FINDINGS.md): declared on
 # the special-values cases until the reference quantizer has a rule for it.
@@ -100,12 +111,12 @@ BLOCK_FP8 = Kernel(
     OperandContract(
         formats=frozenset({"e4m3fn", "e4m3fnuz"}),
         scale_format="fp32",
-        weight_blocks=frozenset({(FP8_BLOCK, FP8_BLOCK)}),
-        activation_blocks=frozenset({(1, FP8_BLOCK)}),
+        weight_blocks=WEIGHT_BLOCKS,
+        activation_blocks=ACTIVATION_GROUPS,
     ),
     ActivationScales(
         static=frozenset(),
-        why="SGLang quantizes the activation per 1x128 group at each forward (dynamic)",
+        why="SGLang quantizes the activation per 1 x block_k group at each forward (dynamic)",
     ),
     probe="triton",
 )
@@ -149,14 +160,27 @@ def _fp8_weight(layer: QuantizedLinear, dtype: torch.dtype) -> torch.Tensor:
     return layer.weight.codes.contiguous().view(dtype)
 
 
-def quantize_activation(x: torch.Tensor, platform: PlatformInfo) -> tuple[torch.Tensor, Any]:
+def block_size(layer: QuantizedLinear) -> list[int]:
+    """The layer's ``weight_block_size`` [block_n, block_k], as SGLang's Fp8Config holds
+    it; its activation groups must be 1 x block_k."""
+    block_n, block_k = layer.weight.spec.block
+    act = layer.scheme.activation
+    if block_n is None or block_k is None or act is None or act.block != (1, block_k):
+        raise ValueError(f"not a block-FP8 layer: weight {layer.weight.spec.granularity}")
+    return [block_n, block_k]
+
+
+def quantize_activation(
+    x: torch.Tensor, platform: PlatformInfo, group: int = FP8_BLOCK
+) -> tuple[torch.Tensor, Any]:
     """Step 1 (module doc): SGLang's per_token_group_quant_fp8 on the row-major activation
-    (SGLang's layers hand it contiguous rows; the suite's views are copied first)."""
+    in groups of ``group`` (block_size[1]; SGLang's layers hand it contiguous rows; the
+    suite's views are copied first)."""
     quant = sglang_fp8_kernel(platform)
     conversion = fp8_conversion_rounded_to_nearest_even() if platform.simulated else nullcontext()
     with conversion:
         return quant.per_token_group_quant_fp8(  # type: ignore[no-any-return]
-            x.float().contiguous(), FP8_BLOCK, column_major_scales=False
+            x.float().contiguous(), group, column_major_scales=False
         )
 
 
@@ -170,14 +194,17 @@ def run_block_fp8(
     model dtype ``out_dtype``; leading dimensions flattened and restored as it does."""
     platform = detect_platform()
     output_shape = [*x.shape[:-1], layer.weight.codes.shape[0]]
-    q_input, x_scale = quantize_activation(x.reshape(-1, x.shape[-1]), platform)
+    block = block_size(layer)
+    q_input, x_scale = quantize_activation(x.reshape(-1, x.shape[-1]), platform, block[1])
+    if tile is not None:  # BLOCK_K is block_k on ROCm (module doc)
+        tile = (tile[0], tile[1], block[1])
     gemm = sglang_gemm_kernel(platform)
     weight = _fp8_weight(layer, q_input.dtype)
     weight_scale = layer.weight.scale.float().contiguous()
     nan_codes = fp8_nan_codes_read_as_nan() if platform.simulated else nullcontext()
     with block_config(gemm, tile), nan_codes:
         output = gemm.w8a8_block_fp8_matmul_triton(
-            q_input, weight, x_scale, weight_scale, BLOCK_SIZE, output_dtype=out_dtype
+            q_input, weight, x_scale, weight_scale, block, output_dtype=out_dtype
         )
     if layer.bias is not None:
         output += layer.bias.to(out_dtype)
@@ -223,9 +250,10 @@ class SglangTritonBlockFp8Path(LinearPathBase):
         foreign = foreign_fp8_flavour(scheme, platform)
         if foreign:  # SGLang normalizes e4m3fn checkpoints to e4m3fnuz on gfx94x at load
             return Support.no(f"{self.name}: {foreign}")
-        if problem.k % FP8_BLOCK:
+        group = scheme.activation.block[1] if scheme.activation else None
+        if group is None or problem.k % group:
             return Support.no(
-                f"{self.name}: K % {FP8_BLOCK} == 0 (SGLang's per_token_group_quant_fp8 "
+                f"{self.name}: K % {group} == 0 (SGLang's per_token_group_quant_fp8 "
                 f"asserts it at the first forward), K = {problem.k}"
             )
         return Support.yes()
@@ -259,7 +287,7 @@ class SglangTritonBlockFp8Path(LinearPathBase):
         act = layer.scheme.activation
         if act is None:
             raise ValueError(f"{self.name}: {layer.scheme.name} has no activation quantization")
-        q_input, x_scale = quantize_activation(x, detect_platform())
+        q_input, x_scale = quantize_activation(x, detect_platform(), block_size(layer)[1])
         return QuantizedOperands(
             QuantizedTensor(q_input.view(torch.uint8), x_scale.float(), act), layer.weight
         )

@@ -12,7 +12,8 @@ convention ``amax_floor_1e-10``), ``y_s = _absmax / bit8_max``, ``y_s_inv = 1.0 
 ``fp8_max = 224.0`` (``fnuz_clamp_224``), else ``float8_e4m3fn`` with
 ``torch.finfo(...).max`` = 448.
 
-- ``sglang_per_token_group_quant_fp8``: 1 x 128 groups (the block-FP8 activation groups).
+- ``sglang_per_token_group_quant_fp8``: 1 x 128 groups (the block-FP8 activation groups),
+  and 1 x 64 (group_size is the weight's block_k).
 - ``sglang_per_token_quant_fp8``: the same kernel with the group the whole row (1 x K), as
   ``sglang_per_token_group_quant_fp8`` routes ``group_size == K`` to per-token quant.
 
@@ -55,7 +56,7 @@ class _SglangGroupQuantizer:
     )
     known_findings: ClassVar[tuple[KnownFinding, ...]] = ()
     name: ClassVar[str]
-    block: ClassVar[tuple[int, int]]
+    blocks: ClassVar[frozenset[tuple[int, int | None]]]
 
     def supports(self, spec: QuantSpec) -> Support:
         platform = detect_platform()
@@ -65,7 +66,7 @@ class _SglangGroupQuantizer:
         fmt, bound = SGLANG_FP8[platform.arch]
         if spec.format != fmt or spec.scale_format != "fp32" or spec.scale_rounding != "exact":
             return Support.no(f"{self.name}: {fmt} (SGLang's FP8 on {platform.arch}) only")
-        if spec.block != self.block:
+        if spec.block not in self.blocks:
             return Support.no(
                 f"{self.name}: {self.name.removeprefix('sglang_')} tiles only, "
                 f"not {spec.granularity}"
@@ -77,12 +78,14 @@ class _SglangGroupQuantizer:
     def supports_shape(self, spec: QuantSpec, shape: tuple[int, ...]) -> Support:
         if len(shape) != 2:
             return Support.no(f"{self.name}: 2-D input, got {shape}")
-        if shape[-1] % self.group(shape[-1]):
-            return Support.no(f"{self.name}: K % {GROUP} == 0 (SGLang asserts it), K = {shape[-1]}")
+        group = self.group(spec, shape[-1])
+        if shape[-1] % group:
+            return Support.no(f"{self.name}: K % {group} == 0 (SGLang asserts it), K = {shape[-1]}")
         return Support.yes()
 
-    def group(self, k: int) -> int:
-        return GROUP if self.block[1] == GROUP else k
+    def group(self, spec: QuantSpec, k: int) -> int:
+        """group_size: the spec's group width (the weight's block_k), or the whole row."""
+        return spec.block[1] or k
 
     def quantize(
         self, x: torch.Tensor, spec: QuantSpec, scale: torch.Tensor | None = None
@@ -96,15 +99,15 @@ class _SglangGroupQuantizer:
             fp8_conversion_rounded_to_nearest_even() if platform.simulated else nullcontext()
         )
         with conversion:
-            q, s = mod.per_token_group_quant_fp8(xc, self.group(xc.shape[-1]))
+            q, s = mod.per_token_group_quant_fp8(xc, self.group(spec, xc.shape[-1]))
         return QuantizedTensor(q.view(torch.uint8), s.reshape(xc.shape[0], -1), spec)
 
 
 class PerTokenGroupFP8Quantizer(_SglangGroupQuantizer):
     name = "sglang_per_token_group_quant_fp8"
-    block = (1, GROUP)
+    blocks = frozenset({(1, GROUP), (1, GROUP // 2)})  # group_size: the weight's block_k
 
 
 class PerTokenFP8Quantizer(_SglangGroupQuantizer):
     name = "sglang_per_token_quant_fp8"
-    block = (1, WHOLE)
+    blocks = frozenset({(1, WHOLE)})

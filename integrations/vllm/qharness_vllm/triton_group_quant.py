@@ -32,7 +32,8 @@ the kernels compute (the conventions declared):
 Two quantizers, one per scale layout vLLM's callers ask for: row-major [M, K/128] scales
 (the block-FP8 Triton linear's `QuantFP8`, fused MoE) and column-major ones
 (``column_major_scales=True``: the CUTLASS, DeepGEMM and FlashInfer block-FP8 linears);
-each runs fp32 and UE8M0 scales (``use_ue8m0``: DeepGEMM's E8M0 layouts), 1 x 128 groups.
+each runs fp32 and UE8M0 scales (``use_ue8m0``: DeepGEMM's E8M0 layouts), 1 x 128 groups
+and 1 x 64 (group_size is the weight's block_k).
 
 Under Triton's interpreter the kernels' float32 -> FP8 conversion is rounded to nearest
 even (`harness.fp8_conversion_rounded_to_nearest_even`). Layout only: FP8 bytes viewed as
@@ -68,7 +69,9 @@ from qharness_vllm.triton_platform import (
     triton_unavailable,
 )
 
-GROUP_TILE = (1, FP8_BLOCK)
+# group_size is the weight's block_k: 128 as checkpoints ship it, 64 in the non-square
+# block designs (harness.linear.designs)
+GROUP_TILES = frozenset({(1, FP8_BLOCK), (1, FP8_BLOCK // 2)})
 PAD = 64  # elements between rows of the view handed to vLLM (module doc)
 FP8_FORMATS = {torch.float8_e4m3fn: "e4m3fn", torch.float8_e4m3fnuz: "e4m3fnuz"}
 # integrations/vllm/findings/FINDINGS.md (vllm_group_quant_ue8m0_fallback_floor.py)
@@ -121,8 +124,10 @@ class _VllmTritonGroupQuantizer:
             return Support.no(
                 f"{self.name}: {fmt} (vLLM's fp8_dtype() here) only, not {spec.format}"
             )
-        if spec.block != GROUP_TILE or not spec.dynamic:
-            return Support.no(f"{self.name}: dynamic 1x128 groups only, not {spec.granularity}")
+        if spec.block not in GROUP_TILES or not spec.dynamic:
+            return Support.no(
+                f"{self.name}: dynamic 1x128 or 1x64 groups only, not {spec.granularity}"
+            )
         bound = 224.0 if fmt == "e4m3fnuz" else None  # get_fp8_min_max(): 224 on fnuz
         if spec.clamp_max not in (None, bound):
             return Support.no(f"{self.name}: saturates at get_fp8_min_max(), not {spec.clamp_max}")
@@ -143,10 +148,9 @@ class _VllmTritonGroupQuantizer:
                 f"{self.name}: vLLM runs its compiled op, not the Triton kernels, on a "
                 "one-row input (contiguous whatever its row stride); the CPU build lacks it"
             )
-        if shape[-1] % FP8_BLOCK:
-            return Support.no(
-                f"{self.name}: K % {FP8_BLOCK} == 0 (vLLM asserts it), K = {shape[-1]}"
-            )
+        group = spec.block[1] or shape[-1]
+        if shape[-1] % group:
+            return Support.no(f"{self.name}: K % {group} == 0 (vLLM asserts it), K = {shape[-1]}")
         return Support.yes()
 
     def quantize(
@@ -167,7 +171,7 @@ class _VllmTritonGroupQuantizer:
         with simulated_platform(arch), simulated_device(arch), conversion:
             q, s = per_token_group_quant_fp8(
                 view,
-                FP8_BLOCK,
+                spec.block[1],
                 column_major_scales=self.column_major,
                 use_ue8m0=spec.scale_fmt is E8M0,
             )

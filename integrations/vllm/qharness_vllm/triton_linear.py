@@ -10,8 +10,11 @@ Two kernels, each under two tuning configurations (four paths):
   and `TritonFP8ScaledMMLinearKernel` (batch-invariant mode); on CUDA only when N or K is
   not a multiple of 16, which no suite shape is (CUTLASS there), so sm_90 does not run it.
 - ``vllm_triton_block_fp8`` / ``vllm_triton_block_fp8_tails``:
-  ``fp8_utils.w8a8_triton_block_scaled_mm``, 128x128 weight blocks x 1x128 activation
-  groups, the scales applied per K block inside the loop; the kernel vLLM's ROCm block-FP8
+  ``fp8_utils.w8a8_triton_block_scaled_mm``, the layer's block_n x block_k weight blocks
+  (``block_size``: 128x128 as checkpoints ship them, 128x64 and 64x128 in the non-square
+  designs) x 1 x block_k activation groups, the scales applied per K block inside the
+  loop; the tuned-config paths (vLLM's block_shape=[128,128] files) run 128x128 blocks
+  only. The kernel vLLM's ROCm block-FP8
   selection (`TritonFp8BlockScaledMMKernel`, after aiter, which is off by default) runs.
   As `Fp8BlockScaledMMLinearKernel.apply_weights` does, the product is rounded to the
   output dtype and the bias added after it in that dtype (two roundings with a bias). On
@@ -88,6 +91,14 @@ FP8_FORMATS = frozenset({"e4m3fn", "e4m3fnuz"})
 PER_TENSOR = (WHOLE, WHOLE)
 PER_ROW = (1, WHOLE)
 TAIL_TILE = (16, 32, 64)  # BLOCK_M, BLOCK_N, BLOCK_K of the _tails paths (module doc)
+# The block kernel takes any weight block [block_n, block_k] (its ``block_size``) with
+# 1 x block_k activation groups; these are the ones the suites run (128x128 as checkpoints
+# ship it, and the non-square designs of harness.linear.designs).
+HALF_BLOCK = FP8_BLOCK // 2
+WEIGHT_BLOCKS = frozenset(
+    {(FP8_BLOCK, FP8_BLOCK), (FP8_BLOCK, HALF_BLOCK), (HALF_BLOCK, FP8_BLOCK)}
+)
+ACTIVATION_GROUPS = frozenset({(1, FP8_BLOCK), (1, HALF_BLOCK)})
 
 
 # vLLM's Triton GEMMs (probe "triton": the interpreter or a GPU runs them). The per-tensor
@@ -111,8 +122,8 @@ BLOCK_FP8 = Kernel(
     OperandContract(
         formats=FP8_FORMATS,
         scale_format="fp32",
-        weight_blocks=frozenset({(FP8_BLOCK, FP8_BLOCK)}),
-        activation_blocks=frozenset({(1, FP8_BLOCK)}),
+        weight_blocks=WEIGHT_BLOCKS,
+        activation_blocks=ACTIVATION_GROUPS,
     ),
     ActivationScales(
         static=frozenset(), why="vLLM runs this kernel with dynamic activation scales only"
@@ -127,8 +138,8 @@ BLOCK_FP8_UE8M0 = Kernel(
     OperandContract(
         formats=frozenset({"e4m3fn"}),
         scale_format="e8m0",
-        weight_blocks=frozenset({(FP8_BLOCK, FP8_BLOCK)}),
-        activation_blocks=frozenset({(1, FP8_BLOCK)}),
+        weight_blocks=WEIGHT_BLOCKS,
+        activation_blocks=ACTIVATION_GROUPS,
     ),
     ActivationScales(
         static=frozenset(), why="vLLM runs this kernel with dynamic activation scales only"
@@ -207,7 +218,7 @@ def _quant_fp8(static: bool, group: tuple[int, int], ue8m0: bool = False) -> Any
 _GROUPS: dict[tuple[int | None, int | None], tuple[int, int]] = {
     PER_TENSOR: (-1, -1),  # GroupShape.PER_TENSOR
     PER_ROW: (1, -1),  # GroupShape.PER_TOKEN
-    (1, FP8_BLOCK): (1, FP8_BLOCK),
+    **{group: group for group in ACTIVATION_GROUPS},  # 1 x block_k, the weight's block_k
 }
 
 
@@ -300,6 +311,16 @@ def _block_weight_scales(layer: QuantizedLinear) -> torch.Tensor:
     return _upcast_e8m0_to_fp32(codes.view(torch.float8_e8m0fnu)).float().contiguous()
 
 
+def weight_block_size(layer: QuantizedLinear) -> list[int]:
+    """The layer's ``weight_block_size`` [block_n, block_k], as vLLM's Fp8Config holds it
+    and hands the block kernel; its activation groups must be 1 x block_k."""
+    block_n, block_k = layer.weight.spec.block
+    act = layer.scheme.activation
+    if block_n is None or block_k is None or act is None or act.block != (1, block_k):
+        raise ValueError(f"not a block-FP8 layer: weight {layer.weight.spec.granularity}")
+    return [block_n, block_k]
+
+
 def run_block_fp8(
     layer: QuantizedLinear,
     x: torch.Tensor,
@@ -309,8 +330,8 @@ def run_block_fp8(
     contiguous_codes: bool = False,
 ) -> torch.Tensor:
     """`Fp8BlockScaledMMLinearKernel.apply_weights` with `TritonFp8BlockScaledMMKernel`:
-    QuantFP8 per 1x128 group, the block GEMM into the output dtype, then ``+ bias``;
-    ``config`` None: vLLM's own config lookup."""
+    QuantFP8 per 1 x block_k group, the block GEMM with the layer's [block_n, block_k]
+    into the output dtype, then ``+ bias``; ``config`` None: vLLM's own config lookup."""
     from vllm.model_executor.layers.quantization.utils import fp8_utils
 
     # vLLM asserts row-contiguous activations here (per_token_group_quant_fp8:
@@ -323,7 +344,7 @@ def run_block_fp8(
     w_s = _block_weight_scales(layer)
     with block_config(config):
         out = fp8_utils.w8a8_triton_block_scaled_mm(
-            x_q, w, x_s, w_s, [FP8_BLOCK, FP8_BLOCK], out_dtype
+            x_q, w, x_s, w_s, weight_block_size(layer), out_dtype
         )
     if layer.bias is not None:
         out = out + layer.bias.to(out_dtype)
@@ -581,6 +602,14 @@ class VllmTritonBlockFp8TunedPath(VllmTritonBlockFp8Path):
             )
         findings += [f for f in VllmTritonBlockFp8Path.known_findings if f.text != _K_NOT_128]
         self.known_findings = tuple(findings)  # type: ignore[misc]
+
+    def supports(self, scheme: Scheme, problem: LinearProblem, platform: PlatformInfo) -> Support:
+        if scheme.weight.block != (FP8_BLOCK, FP8_BLOCK):  # vLLM's lookup is by block shape
+            return Support.no(
+                f"{self.name}: a config of vLLM's block_shape=[{FP8_BLOCK},{FP8_BLOCK}] files; "
+                f"vLLM looks up a {scheme.weight.granularity} layer's in files of its own shape"
+            )
+        return super().supports(scheme, problem, platform)
 
     def kernel_name(self, scheme: Scheme, platform: PlatformInfo) -> str:
         tile = "x".join(str(self.config[k]) for k in ("BLOCK_SIZE_M", *reversed(TILE_KEYS)))
