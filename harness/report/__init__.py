@@ -29,6 +29,9 @@ Modules, each with its one job:
   (`RunDigest`): outcome counts, its matrix cells, skip counts per reason, its failing
   tests, the plots' per-run SQNR medians and memory peaks, its benchmark rows; no record is
   kept.
+- ``record_tables``: The records of one run as the text report groups them (outcomes and
+  executions per suite and path, SQNR and peaks per scheme and path, by their printed
+  names), folded into the digest.
 - ``provenance``: What each run records of where its numbers came from: harness and engine
   commits, plugin versions, and the versions of the engines the installed adapters declare
   (entry-point group `qharness.engines`).
@@ -66,7 +69,8 @@ Modules, each with its one job:
 - ``escape``, ``markdown``, ``html_page``, ``plots``: Output: escaping per format;
   `summary.md` and the text report; the self-contained HTML page; matplotlib plots as base64
   PNG.
-- ``render``: The single-file text report of `report --results` (kept for scripts).
+- ``render``: The single-file text report of `report --results` (and what `run` prints),
+  rendered from the run's digest.
 - ``doc_facts``: Counts, sizes and tables the docs state (store per group, case grids, the
   history columns), generated into marked blocks; a self-test fails on a stale doc.
 """
