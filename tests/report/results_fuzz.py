@@ -1,7 +1,7 @@
 """Seeded, varied results documents for the report's property tests.
 
 Each document is a valid `qharness.results/1` file built from the record schema's own
-fields (`harness.report.schema.FIELDS`: record keys and metrics, with the JSON types
+fields (`harness.report.reading.schema.FIELDS`: record keys and metrics, with the JSON types
 validation holds them to): every outcome, skips with and without reasons, failures and
 xfails, the memory suite's peaks, the model suite's records, simulated executions, names
 with Markdown, HTML, terminal escapes, bidi controls, unicode and whitespace that folds
@@ -15,7 +15,7 @@ import random
 from typing import Any
 
 from harness.platform.simulate import EXECUTIONS
-from harness.report.results import OUTCOMES, SCHEMA
+from harness.report.reading.results import OUTCOMES, SCHEMA
 
 PLATFORMS = (
     {"device": "cpu", "arch": "x86_64", "name": "x86_64", "torch_version": "2.13.0"},

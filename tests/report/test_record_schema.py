@@ -1,4 +1,5 @@
-"""The field table (harness/report/schema.py) is what validation, the history and the docs read."""
+"""The field table (harness/report/reading/schema.py) is what validation, the history and the
+docs read."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.report import doc_facts, frame, models_section, results
-from harness.report.regress import find_regressions
-from harness.report.schema import FIELDS, Field, history_columns, markdown_columns
+from harness.report.model import models_section
+from harness.report.model.regress import find_regressions
+from harness.report.outputs import doc_facts
+from harness.report.reading import frame, results
+from harness.report.reading.schema import FIELDS, Field, history_columns, markdown_columns
 from tests.hang_guard import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,11 +23,11 @@ ROOT = Path(__file__).resolve().parents[2]
 # Adds one row to the table before anything reads it, then shows where the field went.
 NEW_FIELD = textwrap.dedent(
     """
-    import harness.report.schema as schema
+    import harness.report.reading.schema as schema
     schema.FIELDS = (*schema.FIELDS, schema.Field(
         "widget_bytes", "metric", "float64", "count", "bytes of widgets", read=schema.as_number))
-    from harness.report.frame import COLUMNS, records_frame
-    from harness.report.results import checks_markdown, results_problem
+    from harness.report.reading.frame import COLUMNS, records_frame
+    from harness.report.reading.results import checks_markdown, results_problem
 
     def doc(value):
         record = {"nodeid": "t::a", "outcome": "passed", "metrics": {"widget_bytes": value}}
@@ -128,9 +131,9 @@ def test_a_record_with_several_faults_is_named_by_its_reason_first() -> None:
 def test_regression_merge_reads_the_schema_regressing_fields() -> None:
     """regress.py compares exactly the history fields the schema marks ``regresses`` (plus
     its state and companion columns), and each of them is a history column."""
-    from harness.report.frame import COLUMNS
-    from harness.report.regress import COMPANION_COLUMNS, STATE_COLUMNS, compared_columns
-    from harness.report.schema import FIELDS
+    from harness.report.model.regress import COMPANION_COLUMNS, STATE_COLUMNS, compared_columns
+    from harness.report.reading.frame import COLUMNS
+    from harness.report.reading.schema import FIELDS
 
     marked = {f.name for f in FIELDS if f.regresses is not None and f.dtype is not None}
     cols = compared_columns()

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from harness.report.escape import md_inline
-from harness.report.render import render_report
+from harness.report.model.escape import md_inline
+from harness.report.outputs.text import render_report
 from tests.report.results_fuzz import results_doc
 
 SEEDS = range(40)

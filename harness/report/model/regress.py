@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.report.schema import FIELDS
+from harness.report.reading.schema import FIELDS
 
 SQNR_DROP_DB = 1.0
 RATIO_RISE = 0.1
@@ -96,7 +96,7 @@ def find_regressions(
     old: pd.DataFrame,
     history: pd.DataFrame | None = None,
 ) -> list[Regression]:
-    """Regressions of run ``new`` against run ``old`` (frames of `harness.report.frame`).
+    """Regressions of run ``new`` against run ``old`` (frames of `harness.report.reading.frame`).
 
     ``history``: earlier rows of the same platform (any runs, ``new``'s excluded), for the
     benchmark noise band and the first run of each regression."""

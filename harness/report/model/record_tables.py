@@ -5,7 +5,7 @@ it prints them: `md_inline` of the suite, scheme and path (``other`` and ``-`` w
 so two names that read alike (whitespace folded, cut at the same length) are one row, as
 they always were. Its tables are small (one entry per group; the SQNR of the linear and
 MoE tests is kept per group until the run is read, for the median); the digest
-(`harness.report.digest`) holds them, and no record is kept.
+(`harness.report.model.digest`) holds them, and no record is kept.
 
 A metric every record holds as a JSON integer stays an integer (the worst SQNR, the largest
 peak), as a table of the records would keep it; otherwise it is a float.
@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.report.escape import md_inline
+from harness.report.model.escape import md_inline
 
 SQNR_SUITES = ("linear", "moe")  # the suites whose SQNR the text report shows per group
 

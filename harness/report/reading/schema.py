@@ -1,15 +1,16 @@
 """The field table of a results record and of the history row: one row per field.
 
-Validation (`harness.report.results`), the history columns (`harness.report.frame`), the
-model section (`harness.report.models_section`), the recorder's case fields and the docs
-(docs/HISTORY.md's column table, a generated block) all read `FIELDS`, so a new field is
-one row here: it is validated, becomes a history column of its dtype and is documented.
+Validation (`harness.report.reading.results`), the history columns
+(`harness.report.reading.frame`), the model section (`harness.report.model.models_section`),
+the recorder's case fields and the docs (docs/HISTORY.md's column table, a generated block)
+all read `FIELDS`, so a new field is one row here: it is validated, becomes a history
+column of its dtype and is documented.
 
 A row says where the value lives (`Where`), what validation holds it to (``json``: a
 string, a number or a count, or None when it is free-form or derived), its history column's
 pandas dtype (None: not a history column), how the frame reads it (``read``), and whether a
 rise or a fall of it is a regression (the rules and their thresholds are in
-`harness.report.regress` and `harness.report.models_section`).
+`harness.report.model.regress` and `harness.report.model.models_section`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from harness.platform.simulate import EXECUTIONS
-from harness.report.limits import INT64_MAX
+from harness.report.reading.limits import INT64_MAX
 
 Where = Literal["run", "record", "metric", "benchmark"]
 """``run``: from the document, shared by a run's rows; ``record``: a record's own key;
@@ -265,7 +266,7 @@ def json_problem(field: Field, value: Any) -> str | None:
 
 
 def markdown_columns(fields: tuple[Field, ...] | None = None) -> str:
-    """docs/HISTORY.md's column table (a generated block of `harness.report.doc_facts`)."""
+    """docs/HISTORY.md's column table (a generated block of `harness.report.outputs.doc_facts`)."""
     fields = FIELDS if fields is None else fields  # read when called: rows may be added
     kinds = {"string": "string", "float64": "float", "bool": "bool"}
     lines = ["| column | type | worse when it | meaning |", "|---|---|---|---|"]

@@ -7,11 +7,11 @@ and path), skip counts per reason, the failing tests (the report lists every one
 linear SQNR median per scheme and the memory suite's largest peak per scheme (the plots'
 inputs), the linear SQNR median per scheme and path (the matrix cell's), the benchmark rows
 (a few per run) and the records' tables the text report prints
-(`harness.report.record_tables`). It is the one model of a run that every report reads.
+(`harness.report.model.record_tables`). It is the one model of a run that every report reads.
 Its size grows with the run's schemes, paths, failures and skip reasons, never with its
 passing tests.
 
-The values are the ones the row-per-test frame (`harness.report.frame`) gives, through the
+The values are the ones the row-per-test frame (`harness.report.reading.frame`) gives, through the
 same helpers: a missing optional field is ``None`` here, never NA or NaN.
 """
 
@@ -24,7 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.report.frame import (
+from harness.report.model.matrix import Cell, MatrixFold
+from harness.report.model.record_tables import RecordTables
+from harness.report.model.regress import BAD
+from harness.report.reading.frame import (
     _number,
     _text,
     benchmark_rows,
@@ -32,18 +35,15 @@ from harness.report.frame import (
     run_columns,
     run_key,
 )
-from harness.report.matrix import Cell, MatrixFold
-from harness.report.record_tables import RecordTables
-from harness.report.regress import BAD
-from harness.report.results import PLATFORM_FIELDS, read_results
-from harness.report.rundir import RunDir, results_path, run_id_of
-from harness.report.stream import stream_results
+from harness.report.reading.results import PLATFORM_FIELDS, read_results
+from harness.report.reading.rundir import RunDir, results_path, run_id_of
+from harness.report.reading.stream import stream_results
 
 BENCHMARK_SUITE = "benchmark"
-LINEAR_SUITE = "linear"  # the suite whose SQNR the plot follows (`harness.report.plots`)
-MEMORY_SUITE = "memory"  # the suite whose peaks the plot shows (`harness.report.plots`)
+LINEAR_SUITE = "linear"  # the suite whose SQNR the plot follows (`harness.report.outputs.plots`)
+MEMORY_SUITE = "memory"  # the suite whose peaks the plot shows (`harness.report.outputs.plots`)
 # Software columns that, when they differ between a run and its baseline, are named in a
-# warning (`harness.report.identity`, in this order).
+# warning (`harness.report.model.identity`, in this order).
 STACK_COLUMNS = (
     "torch_version",
     "cuda_version",
@@ -70,14 +70,14 @@ class FailedCase:
 
 @dataclass
 class RunDigest:
-    """What the report needs of one run (module doc); `harness.report.runs.LoadedRun`'s
+    """What the report needs of one run (module doc); `harness.report.reading.runs.LoadedRun`'s
     head fields, without its rows."""
 
     run_id: str
     results: Path
     partial: bool
     created: str
-    platform: str  # the runner key (`harness.report.frame.run_key`): the report's column
+    platform: str  # the runner key (`harness.report.reading.frame.run_key`): the report's column
     exitstatus: int = 0  # pytest's
     machine: dict[str, str] = field(default_factory=dict)  # the file's platform fields
     notes: tuple[str, ...] = ()
@@ -189,7 +189,7 @@ class _Fold:
 def digest_run(run: Path) -> RunDigest:
     """A run directory or results file -> its `RunDigest` (records, then benchmarks if any).
 
-    The file is streamed record by record (`harness.report.stream`); one the stream cannot
+    The file is streamed record by record (`harness.report.reading.stream`); one the stream cannot
     vouch for is read whole, which raises the results reader's error for a missing or
     malformed file."""
     results = results_path(Path(run))
