@@ -25,7 +25,8 @@ NEW_FIELD = textwrap.dedent(
     """
     import harness.report.reading.schema as schema
     schema.FIELDS = (*schema.FIELDS, schema.Field(
-        "widget_bytes", "metric", "float64", "count", "bytes of widgets", read=schema.as_number))
+        "widget_bytes", "metric", "float64", "count", "bytes of widgets", read=schema.as_number,
+        regresses="rise", threshold=schema.Threshold("widgets up", 0.5, relative=True)))
     from harness.report.reading.frame import COLUMNS, records_frame
     from harness.report.reading.results import checks_markdown, results_problem
 
@@ -43,6 +44,13 @@ NEW_FIELD = textwrap.dedent(
     print(table["widget_bytes"].dtype, table["widget_bytes"].iloc[0])
     print("`widget_bytes`" in schema.markdown_columns(schema.FIELDS))
     print("`widget_bytes`: a count from 0 to 2^63-1 or null" in checks_markdown())
+    from harness.report.model.regress import find_regressions
+
+    def run(value, run_id):
+        return records_frame(doc(value), run_id)
+
+    print([(r.kind, r.old, r.new) for r in find_regressions(run(151, "r2"), run(100, "r1"))])
+    print(find_regressions(run(149, "r2"), run(100, "r1")))
     """
 )
 
@@ -65,6 +73,8 @@ def test_a_field_added_to_the_table_is_validated_stored_and_documented() -> None
         "float64 12.0",
         "True",
         "True",
+        "[('widgets up', '100.00', '151.00')]",  # past its row's threshold: 1.5 x 100
+        "[]",
     ]
 
 
