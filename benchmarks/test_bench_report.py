@@ -6,13 +6,13 @@
   well under 10 s, including the Parquet reads, the matrix, regressions and the plots;
 - the regression comparison of two 200,000-record runs: one merge, linear in the records;
 - one night of a 10,000-runner fleet (`report RUN...` with 10,000 run directories): each
-  results file is read once and folded into its aggregates (`harness.report.digest`), so
+  results file is read once and folded into its aggregates (`harness.report.model.digest`), so
   the cost is the parsing and the memory does not grow with the records. Target: under
   10 s and under 400 MB peak for 10,000 runners; a night of 1,000,000 records (10,000
   runners of 100) well under 1 GB. The peak is the `report` command's own, measured in a
   child process (`os.wait4`); numbers before and after: the Cost section of
   docs/HISTORY.md;
-- the same night with `--html`: runners drawn in groups (`harness.report.fleet_groups`),
+- the same night with `--html`: runners drawn in groups (`harness.report.model.fleet_groups`),
   targets under a minute and under 1 GB for 10,000 runners.
 """
 
@@ -27,12 +27,12 @@ from typing import Any
 
 import pytest
 
-from harness.report.frame import records_frame
-from harness.report.html_page import render_html
-from harness.report.nightly import build_report
-from harness.report.regress import find_regressions
-from harness.report.results import SCHEMA
-from harness.report.runs import open_history
+from harness.report.model.nightly import build_report
+from harness.report.model.regress import find_regressions
+from harness.report.outputs.html_page import render_html
+from harness.report.reading.frame import records_frame
+from harness.report.reading.results import SCHEMA
+from harness.report.reading.runs import open_history
 
 RUNS = 60
 SCHEMES = [f"scheme_{i:02d}" for i in range(24)]
@@ -169,7 +169,7 @@ def test_fleet_report_of_ten_thousand_runners(
 ) -> None:
     """Target: under 10 s for 10,000 runners (the per-platform pandas code had not finished
     in 30 minutes; the one-frame code took minutes and 1.6 GB)."""
-    from harness.report.markdown import full_markdown
+    from harness.report.outputs.markdown import full_markdown
 
     def report() -> str:
         return full_markdown(build_report(fleet_night))
@@ -241,7 +241,7 @@ def test_fleet_html_report_command(
     """`report RUN... --html` over 10,000 runners: targets under a minute and under 1 GB
     (`PEAK_LIMIT`). A subplot, bar and matrix column per runner took 7.5 min and 2.3 GB for
     1,000 runners and passed 13 GB for 10,000; runners are now drawn in groups
-    (`harness.report.fleet_groups`): 10,000 runners took 14 s and 246 MiB on a shared 2-core
+    (`harness.report.model.fleet_groups`): 10,000 runners took 14 s and 246 MiB on a shared 2-core
     machine (the Cost section of docs/HISTORY.md)."""
     page = tmp_path / "report.html"
     peak = benchmark.pedantic(

@@ -191,7 +191,7 @@ def _no_moe_layer_checks(run: ModelRun, layer: str) -> None:
 
 
 def _record_case(record_result: RecordResult, case: ModelCase, check: str) -> None:
-    """The case of a model test and the check it runs (harness/report/models_section.py
+    """The case of a model test and the check it runs (harness/report/model/models_section.py
     reads these fields: one report row per model x tool x preset, counting its layer tests'
     outcomes)."""
     record_result(**case.record_fields(), model_check=check)

@@ -33,6 +33,12 @@ LAYERS: tuple[frozenset[str], ...] = (
 )
 LAYER_OF = {room: i for i, rooms in enumerate(LAYERS) for room in rooms}
 
+# Floors inside a room, lowest first: the report reads runs, models them, then renders the
+# model. A module directly in the room (its ``__init__``, the kept import paths) stands
+# above every floor.
+FLOORS: dict[str, tuple[str, ...]] = {"report": ("reading", "model", "outputs")}
+TOP_FLOOR = "(room)"
+
 
 def module_name(path: Path) -> str:
     parts = path.relative_to(HARNESS.parent).with_suffix("").parts
@@ -42,6 +48,14 @@ def module_name(path: Path) -> str:
 def room(module: str) -> str:
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "__init__"
+
+
+def floor(module: str) -> str:
+    """The floor of ``module`` inside its room (`FLOORS`), or `TOP_FLOOR`."""
+    parts = module.split(".")
+    if len(parts) > 3 or (len(parts) == 3 and parts[2] in FLOORS.get(parts[1], ())):
+        return parts[2]  # a module on a floor, or the floor's package
+    return TOP_FLOOR
 
 
 def imports_of(path: Path, module: str) -> set[str]:
@@ -87,6 +101,15 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
                 problems.append(f"{src} -> {dst}: {a} (layer {LAYER_OF[a]}) imports the higher {b}")
             elif LAYER_OF[b] == LAYER_OF[a] and a != b:
                 problems.append(f"{src} -> {dst}: peers {a} and {b} must not import each other")
+            elif a == b and a in FLOORS:
+                order = (*FLOORS[a], TOP_FLOOR)
+                fa, fb = floor(src), floor(dst)
+                if fa not in order or fb not in order:
+                    problems.append(
+                        f"{src} -> {dst}: {a} has no floor {fa if fa not in order else fb!r}"
+                    )
+                elif order.index(fb) > order.index(fa):
+                    problems.append(f"{src} -> {dst}: {a}.{fa} imports the higher {a}.{fb}")
     return problems
 
 
@@ -129,6 +152,12 @@ def test_every_room_has_a_layer() -> None:
     assert {room(m) for m in MODULES} <= set(LAYER_OF)
 
 
+def test_every_module_of_a_room_with_floors_has_one() -> None:
+    for name in MODULES:
+        if room(name) in FLOORS:
+            assert floor(name) in (*FLOORS[room(name)], TOP_FLOOR), name
+
+
 def test_imports_only_go_down() -> None:
     assert layer_violations(GRAPH) == []
 
@@ -144,6 +173,14 @@ def test_no_import_cycles() -> None:
         ({"harness.ops.a": {"harness.platform.b"}}, "ops (layer 2) imports the higher platform"),
         ({"harness.moe.a": {"harness.linear.b"}}, "peers moe and linear"),
         ({"harness.core.a": {"harness.cli"}}, "imports the higher cli"),
+        (
+            {"harness.report.reading.a": {"harness.report.model.b"}},
+            "report.reading imports the higher report.model",
+        ),
+        (
+            {"harness.report.model.a": {"harness.report.render"}},
+            "report.model imports the higher report.(room)",
+        ),
     ],
 )
 def test_the_layer_check_finds_violations(graph: dict[str, set[str]], expected: str) -> None:

@@ -1,9 +1,10 @@
 """Each harness package's docstring lists its modules, and only modules that exist.
 
 docs/ARCHITECTURE.md stays one page by leaving the module tables to the packages: the
-``Modules`` list of each ``harness/<pkg>/__init__.py`` names every module and subpackage
-beside it (``- ``name``: its one job``). A module added without a line, or a line left for
-a module that moved, fails here.
+``Modules`` list of each ``harness/<pkg>/__init__.py``, and of each floor of the report
+(``harness/report/reading/__init__.py``), names every module and subpackage beside it
+(``- ``name``: its one job``). A module added without a line, or a line left for a module
+that moved, fails here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from pathlib import Path
 import pytest
 
 HARNESS = Path(__file__).resolve().parent.parent / "harness"
-PACKAGES = sorted(p.parent for p in HARNESS.glob("*/__init__.py"))
+# the rooms, and the report's floors (tests/test_layering.py ``FLOORS``)
+PACKAGES = sorted(
+    p.parent for p in [*HARNESS.glob("*/__init__.py"), *HARNESS.glob("report/*/__init__.py")]
+)
 
 
 def members(package: Path) -> set[str]:

@@ -50,7 +50,7 @@ def caller_path(value: str) -> Path:
 
 def output_path(value: str) -> Path:
     """An output named on the command line: absolute, its links kept (``/dev/stdout`` into a
-    pipe resolves to no path at all; `harness.report.outputs` follows links itself)."""
+    pipe resolves to no path at all; `harness.report.outputs.targets` follows links itself)."""
     path = Path(value).expanduser()
     return Path(os.path.abspath(path if path.is_absolute() else working_directory() / path))
 

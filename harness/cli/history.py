@@ -20,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from harness.report.runs import add_runs, open_history
+    from harness.report.reading.runs import add_runs, open_history
 
     history = open_history(caller_path(args.history))
     if args.action == "list":

@@ -25,7 +25,7 @@ def _rerunners() -> dict[str, Any]:
 
 
 def cmd_repro(args: argparse.Namespace) -> int:
-    from harness.report.escape import terminal_line
+    from harness.report.model.escape import terminal_line
     from harness.store.repro import ReproError, read_bundle
 
     bundle = read_bundle(caller_path(args.bundle))

@@ -129,8 +129,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     _interrupt_on_sigterm()
     from harness.platform.info import detect
     from harness.platform.runner import RUNNER_VARIABLE, check_label
-    from harness.report.outputs import Outputs
-    from harness.report.rundir import LATEST_JSON, create_run_dir, new_run_id
+    from harness.report.outputs.targets import Outputs
+    from harness.report.reading.rundir import LATEST_JSON, create_run_dir, new_run_id
 
     reports = caller_path(args.reports_dir) if args.reports_dir else default_reports_dir()
     out = output_path(args.out) if args.out else None
@@ -217,7 +217,7 @@ def _junit_per_suite(junit: Path, root: Path) -> None:
     file that cannot be read or rewritten is kept as pytest wrote it, and says so."""
     import xml.etree.ElementTree as ET
 
-    from harness.report.junit_suites import split_by_file
+    from harness.report.outputs.junit_suites import split_by_file
 
     if not junit.is_file():
         return
@@ -229,8 +229,8 @@ def _junit_per_suite(junit: Path, root: Path) -> None:
 
 def _refuse_rescued_results(run: Any) -> None:
     """A run whose results could not be written into its run directory (read-only, full)
-    ends with the place they were kept instead (`harness.report.results.rescue_path`)."""
-    from harness.report.results import rescue_path
+    ends with the place they were kept instead (`harness.report.reading.results.rescue_path`)."""
+    from harness.report.reading.results import rescue_path
 
     kept = rescue_path(run.results)
     if not run.results.exists() and kept.is_file():
@@ -244,7 +244,7 @@ def _promotes_to_latest(status: int, out: Path) -> bool:
     a usage error, an internal error or "no tests ran" (a mistyped -k) never replaces it."""
     if status in (3, 4, 5):
         return False
-    from harness.report.results import ResultsError, read_results
+    from harness.report.reading.results import ResultsError, read_results
 
     try:
         return bool(read_results(out)["records"])

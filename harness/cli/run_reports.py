@@ -13,9 +13,9 @@ def finish_run(run: Any, reports: Path, out: Path | None, full: bool = True) -> 
     """What a run does once its pytest wrote results: summary.md and report.html, the
     ``latest`` pointer, the ``--out`` copy; returns what to print: the text report
     (``full``) or the few lines of `run_digest`."""
-    from harness.report.outputs import Outputs
-    from harness.report.render import render_report
-    from harness.report.rundir import update_latest
+    from harness.report.outputs.targets import Outputs
+    from harness.report.outputs.text import render_report
+    from harness.report.reading.rundir import update_latest
 
     try:
         write_run_reports(run)
@@ -35,7 +35,7 @@ def finish_run(run: Any, reports: Path, out: Path | None, full: bool = True) -> 
 
 def run_digest(run: Any) -> str:
     """The few lines `run` ends with: the outcome counts and where the details are."""
-    from harness.report.results import read_results
+    from harness.report.reading.results import read_results
 
     summary = read_results(run.results)["summary"]
     counts = ", ".join(f"{n} {o}" for o, n in summary["outcomes"].items()) or "no tests"
@@ -50,10 +50,10 @@ def run_digest(run: Any) -> str:
 
 def write_run_reports(run: Any, history: Path | None = None) -> None:
     """summary.md and report.html of one run directory (vs its history when given)."""
-    from harness.report.html_page import render_html
-    from harness.report.markdown import summary_markdown
-    from harness.report.nightly import build_report
-    from harness.report.runs import open_history
+    from harness.report.model.nightly import build_report
+    from harness.report.outputs.html_page import render_html
+    from harness.report.outputs.markdown import summary_markdown
+    from harness.report.reading.runs import open_history
     from harness.store.atomic import write_text_atomic
 
     report = build_report([run.path], open_history(history) if history else None)

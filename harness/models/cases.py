@@ -1,6 +1,6 @@
 """The model suite's case: a tiny model quantized by one tool preset, and the layer or MoE
 block a test looks at ("" for the whole model). Its record fields are what the report's
-models section groups by (harness/report/models_section.py: one row per model x tool x
+models section groups by (harness/report/model/models_section.py: one row per model x tool x
 preset); each test adds the check it runs as ``model_check``."""
 
 from __future__ import annotations

@@ -14,14 +14,14 @@ import pytest
 
 from harness.errors import filesystem_fault
 from harness.pytest_plugin.execution import ran
-from harness.report.schema import FIELDS
+from harness.report.reading.schema import FIELDS
 
 RECORD_KEY = "qharness"
 CASE_KEY = "qharness_case"
 REPRO_KEY = pytest.StashKey[dict[str, Any]]()
 # Case fields a test may give through record_result(...) when it has no case parameter: they
 # go to the record's top level (the matrix reads them there), not only into its metrics.
-CASE_FIELDS = tuple(f.name for f in FIELDS if f.group == "case")  # harness.report.schema
+CASE_FIELDS = tuple(f.name for f in FIELDS if f.group == "case")  # harness.report.reading.schema
 
 
 def stop_gracefully_on_signals(session: pytest.Session) -> None:
@@ -220,7 +220,7 @@ class ResultRecorder:
         is one line naming the file pytest could not write, never its traceback."""
         path = self.config.getoption("--qharness-results")
         if path is not None:
-            from harness.report.results import write_results
+            from harness.report.reading.results import write_results
 
             write_results(Path(path), list(self.records.values()), exitstatus=int(exitstatus))
         try:
@@ -235,7 +235,7 @@ class ResultRecorder:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         skipped = Counter(r["reason"] for r in self.records.values() if r["outcome"] == "skipped")
         if skipped:
-            from harness.report.escape import terminal_line
+            from harness.report.model.escape import terminal_line
 
             terminalreporter.section("qharness: skips by reason")
             for reason, count in skipped.most_common():

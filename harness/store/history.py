@@ -5,7 +5,7 @@ reader sees a whole run or none of it; a run already present is left as it is (a
 same run twice keeps one copy). A staging directory a killed ``add`` left behind is never
 read as a run, and the next ``add`` removes it (`harness.store.tempfiles`: its owner is
 gone). Nothing here ever deletes a stored run. The table's columns
-and their meaning are the caller's (`harness.report.frame`), documented in docs/HISTORY.md.
+and their meaning are the caller's (`harness.report.reading.frame`), documented in docs/HISTORY.md.
 """
 
 from __future__ import annotations

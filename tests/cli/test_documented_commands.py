@@ -65,7 +65,7 @@ def test_documented_command_parses(where: str, argv: list[str]) -> None:
 
 
 def _results_file(path: Path) -> Path:
-    from harness.report.results import write_results
+    from harness.report.reading.results import write_results
 
     write_results(
         path,

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.report.results import SCHEMA, results_problem, summarize
+from harness.report.reading.results import SCHEMA, results_problem, summarize
 
 PLATFORMS: dict[str, dict[str, Any]] = {
     "gfx942": {"device": "rocm", "arch": "gfx942", "name": "AMD Instinct MI300X",

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from harness.report import plots
-from harness.report.frame import COLUMNS, typed
-from harness.report.matrix import build_matrix
+from harness.report.model.matrix import build_matrix
+from harness.report.outputs import plots
+from harness.report.reading.frame import COLUMNS, typed
 
 
 def _rows(*rows: dict[str, Any]) -> pd.DataFrame:
@@ -100,8 +100,8 @@ def test_peaks_alike_are_not_plotted_and_the_page_gives_their_range(
 ) -> None:
     from pathlib import Path
 
-    from harness.report.html_page import render_html
-    from harness.report.nightly import PEAK_COLUMNS, NightlyReport
+    from harness.report.model.nightly import PEAK_COLUMNS, NightlyReport
+    from harness.report.outputs.html_page import render_html
 
     figures = _capture(monkeypatch)
     mib = 2**20

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.report.html_page import render_html
-from harness.report.markdown import summary_markdown
-from harness.report.nightly import build_report
-from harness.report.results import read_results, write_results
-from harness.report.runs import add_runs, open_history
+from harness.report.model.nightly import build_report
+from harness.report.outputs.html_page import render_html
+from harness.report.outputs.markdown import summary_markdown
+from harness.report.reading.results import read_results, write_results
+from harness.report.reading.runs import add_runs, open_history
 from tests.conftest import REPO_ROOT
 from tests.fleet.night import record, results_doc, write_run
 

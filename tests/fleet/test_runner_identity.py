@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.report.nightly import build_report
-from harness.report.results import read_results, write_results
-from harness.report.runs import add_runs, open_history
+from harness.report.model.nightly import build_report
+from harness.report.reading.results import read_results, write_results
+from harness.report.reading.runs import add_runs, open_history
 from tests.fleet.night import record, results_doc, write_run
 
 NIGHT1, NIGHT2 = "2026-12-01T03:00:00Z", "2026-12-02T03:00:00Z"

@@ -73,7 +73,7 @@ def test_selftest_names_what_to_install_when_its_tools_are_missing(
 def test_regressions_and_failures_become_github_annotations(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from harness.report.runs import add_runs, open_history
+    from harness.report.reading.runs import add_runs, open_history
     from tests.fleet.night import record, results_doc, write_run
 
     history = tmp_path / "history"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from harness.report.markdown import summary_markdown
-from harness.report.nightly import build_report
-from harness.report.runs import add_runs, open_history
+from harness.report.model.nightly import build_report
+from harness.report.outputs.markdown import summary_markdown
+from harness.report.reading.runs import add_runs, open_history
 from harness.store.repro import bundle_filename
 from tests.fleet.night import record, results_doc, write_run
 
@@ -82,7 +82,7 @@ def test_a_vanished_plugins_tests_are_grouped_under_their_scheme_and_path(tmp_pa
 
 
 def test_the_page_groups_regressions_by_runner_scheme_and_path(tmp_path: Path) -> None:
-    from harness.report.html_page import render_html
+    from harness.report.outputs.html_page import render_html
 
     old, new = _vanished_plugin_night(tmp_path)
     page = render_html(build_report([new], baseline=old), tmp_path / "report.html")

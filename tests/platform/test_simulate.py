@@ -20,8 +20,8 @@ from harness.cli import main
 from harness.errors import EXIT_USAGE, EnvironmentValueError
 from harness.platform import capabilities, simulate
 from harness.platform.info import FNUZ_ARCHS, detect, platform_key
-from harness.report.rundir import new_run_id
-from harness.report.rundir import platform_key as results_platform_key
+from harness.report.reading.rundir import new_run_id
+from harness.report.reading.rundir import platform_key as results_platform_key
 from tests.hang_guard import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import EXIT_BROKEN_PIPE, EXIT_OK, EXIT_USAGE
-from harness.report.results import SCHEMA
+from harness.report.reading.results import SCHEMA
 from tests.hang_guard import HANG_GUARD_S
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import EXIT_FILESYSTEM, FileSystemError
-from harness.report.results import SCHEMA, rescue_path, write_results
+from harness.report.reading.results import SCHEMA, rescue_path, write_results
 from harness.store.golden_format import JOURNAL_NAME
 from harness.store.golden_store import GoldenStore
 from tests.conftest import run_cli

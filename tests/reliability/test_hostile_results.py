@@ -17,8 +17,8 @@ from reliability_helpers import assert_clear_error, tree_fingerprint
 
 from harness.cli import main
 from harness.errors import EXIT_USAGE
-from harness.report.results import SCHEMA, ResultsError, read_results, write_results
-from harness.report.runs import open_history
+from harness.report.reading.results import SCHEMA, ResultsError, read_results, write_results
+from harness.report.reading.runs import open_history
 from harness.store.history import HistoryError
 from tests.conftest import run_cli
 

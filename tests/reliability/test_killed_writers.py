@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.report.rundir import RunDir, create_run_dir, resolve_latest, update_latest
+from harness.report.reading.rundir import RunDir, create_run_dir, resolve_latest, update_latest
 from harness.store.atomic import write_text_atomic
 from harness.store.tempfiles import STALE_AFTER_S, host_tag, temp_name
 from tests.hang_guard import HANG_GUARD_S
@@ -94,7 +94,7 @@ def _latest_agrees(reports: Path) -> str:
 
 
 MOVE_LATEST = (
-    "from harness.report.rundir import RunDir, update_latest\n"
+    "from harness.report.reading.rundir import RunDir, update_latest\n"
     "update_latest(target, RunDir(target / 'new'))"
 )
 
@@ -238,7 +238,7 @@ def test_own_temp_names_name_their_owner() -> None:
 
 
 ADD_RUN = (
-    "from harness.report.runs import add_runs, open_history\n"
+    "from harness.report.reading.runs import add_runs, open_history\n"
     "add_runs(open_history(target.parent / 'history'), [target])"
 )
 

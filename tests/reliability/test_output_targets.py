@@ -20,7 +20,7 @@ from reliability_helpers import assert_clear_error
 
 from harness import cli
 from harness.errors import EXIT_USAGE
-from harness.report.results import write_results
+from harness.report.reading.results import write_results
 from tests.conftest import run_cli
 
 
@@ -200,7 +200,7 @@ def test_finish_run_out_below_a_file_is_one_clear_error(tmp_path: Path) -> None:
     """The same refusal when the file appeared while the suites ran (checked again)."""
     from harness.cli.run_reports import finish_run
     from harness.errors import UsageError
-    from harness.report.rundir import RunDir
+    from harness.report.reading.rundir import RunDir
 
     run = RunDir(_run_dir(tmp_path / "reports"))
     blocker = tmp_path / "X"
@@ -212,7 +212,7 @@ def test_finish_run_out_below_a_file_is_one_clear_error(tmp_path: Path) -> None:
 
 def test_run_out_to_a_fifo_streams_the_results(tmp_path: Path) -> None:
     from harness.cli.run_reports import finish_run
-    from harness.report.rundir import RunDir
+    from harness.report.reading.rundir import RunDir
 
     run = RunDir(_run_dir(tmp_path / "reports"))
     fifo = tmp_path / "pipe"
@@ -253,7 +253,7 @@ def test_run_out_replaces_its_own_earlier_copy(tmp_path: Path) -> None:
     """A folder holding only an earlier ``--out`` copy is no run directory: each night's
     ``run --out ci/results.json`` replaces the last one's."""
     from harness.cli.run_reports import finish_run
-    from harness.report.rundir import RunDir
+    from harness.report.reading.rundir import RunDir
 
     reports = tmp_path / "reports"
     copy = tmp_path / "ci" / "results.json"

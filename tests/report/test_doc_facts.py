@@ -1,4 +1,4 @@
-"""Counts and sizes in the docs are generated (harness/report/doc_facts.py), never stale."""
+"""Counts and sizes in the docs are generated (harness/report/outputs/doc_facts.py), never stale."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.report import doc_facts
+from harness.report.outputs import doc_facts
 
 
 def test_generated_blocks_in_the_docs_are_current() -> None:
-    assert doc_facts.stale() == [], "run: python -m harness.report.doc_facts --write"
+    assert doc_facts.stale() == [], "run: python -m harness.report.outputs.doc_facts --write"
 
 
 def test_a_stale_block_is_found_and_rewritten() -> None:

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from harness.cli import finish_run
-from harness.report.escape import html_text, md_inline, one_line
-from harness.report.results import SCHEMA
-from harness.report.rundir import create_run_dir
+from harness.report.model.escape import html_text, md_inline, one_line
+from harness.report.reading.results import SCHEMA
+from harness.report.reading.rundir import create_run_dir
 from tests.conftest import run_cli
 
 HOSTILE = (

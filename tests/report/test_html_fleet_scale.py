@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from harness.report import plots
-from harness.report.digest import RunDigest
-from harness.report.fleet_groups import MAX_GROUPS, runner_groups
-from harness.report.html_page import render_html
-from harness.report.matrix import Cell
-from harness.report.nightly import NightlyReport
+from harness.report.model.digest import RunDigest
+from harness.report.model.fleet_groups import MAX_GROUPS, runner_groups
+from harness.report.model.matrix import Cell
+from harness.report.model.nightly import NightlyReport
+from harness.report.outputs import plots
+from harness.report.outputs.html_page import render_html
 
 RUNNERS = 40  # five times `MAX_GROUPS`
 

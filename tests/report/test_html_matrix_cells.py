@@ -8,8 +8,8 @@ import re
 import statistics
 from pathlib import Path
 
-from harness.report.html_page import STYLE, render_html
-from harness.report.nightly import build_report
+from harness.report.model.nightly import build_report
+from harness.report.outputs.html_page import STYLE, render_html
 from tests.fleet.night import record, results_doc, write_run
 
 OLD = (30.0, 31.0, 32.5)

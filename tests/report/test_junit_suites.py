@@ -8,7 +8,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from harness.report.junit_suites import split_by_file, suite_file
+from harness.report.outputs.junit_suites import split_by_file, suite_file
 from tests.conftest import run_cli
 
 PROJECT_TESTS = """

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.cli import finish_run
-from harness.report.results import OUTCOMES, SCHEMA
-from harness.report.rundir import RunDir, create_run_dir, resolve_latest
+from harness.report.reading.results import OUTCOMES, SCHEMA
+from harness.report.reading.rundir import RunDir, create_run_dir, resolve_latest
 from harness.store.repro import bundle_filename
 from tests.conftest import run_cli
 

@@ -16,10 +16,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from harness.report.frame import COLUMNS, records_frame
-from harness.report.html_page import render_html
-from harness.report.markdown import full_markdown, summary_markdown
-from harness.report.models_section import (
+from harness.report.model.models_section import (
     LOGITS_METRICS,
     MODEL_COLUMNS,
     TOP1_DROP,
@@ -27,10 +24,13 @@ from harness.report.models_section import (
     model_rows,
     model_values,
 )
-from harness.report.nightly import build_report
-from harness.report.render import regressions, render_report
-from harness.report.results import SCHEMA, ResultsError, read_results
-from harness.report.runs import add_runs, load_run, open_history
+from harness.report.model.nightly import build_report
+from harness.report.outputs.html_page import render_html
+from harness.report.outputs.markdown import full_markdown, summary_markdown
+from harness.report.outputs.text import regressions, render_report
+from harness.report.reading.frame import COLUMNS, records_frame
+from harness.report.reading.results import SCHEMA, ResultsError, read_results
+from harness.report.reading.runs import add_runs, load_run, open_history
 
 MODELS = "suites/test_models.py"
 PLATFORM = {"device": "cpu", "arch": "x86_64", "name": "x86_64", "torch_version": "2.13.0"}

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from harness.report.nightly import build_report
-from harness.report.runs import open_history
+from harness.report.model.nightly import build_report
+from harness.report.reading.runs import open_history
 from tests.hang_guard import HANG_GUARD_S
 
 # The suites' linear cases of one shape, and (with --bench) the same scheme's benchmarks.

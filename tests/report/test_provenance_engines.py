@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.report.provenance import (
+from harness.report.reading.provenance import (
     ENGINE_GROUP,
     HARNESS_DISTRIBUTIONS,
     collect_provenance,

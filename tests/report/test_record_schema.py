@@ -1,4 +1,5 @@
-"""The field table (harness/report/schema.py) is what validation, the history and the docs read."""
+"""The field table (harness/report/reading/schema.py) is what validation, the history and the
+docs read."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.report import doc_facts, frame, models_section, results
-from harness.report.regress import find_regressions
-from harness.report.schema import FIELDS, Field, history_columns, markdown_columns
+from harness.report.model import models_section
+from harness.report.model.regress import find_regressions
+from harness.report.outputs import doc_facts
+from harness.report.reading import frame, results
+from harness.report.reading.schema import FIELDS, Field, history_columns, markdown_columns
 from tests.hang_guard import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,11 +23,12 @@ ROOT = Path(__file__).resolve().parents[2]
 # Adds one row to the table before anything reads it, then shows where the field went.
 NEW_FIELD = textwrap.dedent(
     """
-    import harness.report.schema as schema
+    import harness.report.reading.schema as schema
     schema.FIELDS = (*schema.FIELDS, schema.Field(
-        "widget_bytes", "metric", "float64", "count", "bytes of widgets", read=schema.as_number))
-    from harness.report.frame import COLUMNS, records_frame
-    from harness.report.results import checks_markdown, results_problem
+        "widget_bytes", "metric", "float64", "count", "bytes of widgets", read=schema.as_number,
+        regresses="rise", threshold=schema.Threshold("widgets up", 0.5, relative=True)))
+    from harness.report.reading.frame import COLUMNS, records_frame
+    from harness.report.reading.results import checks_markdown, results_problem
 
     def doc(value):
         record = {"nodeid": "t::a", "outcome": "passed", "metrics": {"widget_bytes": value}}
@@ -40,6 +44,13 @@ NEW_FIELD = textwrap.dedent(
     print(table["widget_bytes"].dtype, table["widget_bytes"].iloc[0])
     print("`widget_bytes`" in schema.markdown_columns(schema.FIELDS))
     print("`widget_bytes`: a count from 0 to 2^63-1 or null" in checks_markdown())
+    from harness.report.model.regress import find_regressions
+
+    def run(value, run_id):
+        return records_frame(doc(value), run_id)
+
+    print([(r.kind, r.old, r.new) for r in find_regressions(run(151, "r2"), run(100, "r1"))])
+    print(find_regressions(run(149, "r2"), run(100, "r1")))
     """
 )
 
@@ -62,6 +73,8 @@ def test_a_field_added_to_the_table_is_validated_stored_and_documented() -> None
         "float64 12.0",
         "True",
         "True",
+        "[('widgets up', '100.00', '151.00')]",  # past its row's threshold: 1.5 x 100
+        "[]",
     ]
 
 
@@ -128,9 +141,9 @@ def test_a_record_with_several_faults_is_named_by_its_reason_first() -> None:
 def test_regression_merge_reads_the_schema_regressing_fields() -> None:
     """regress.py compares exactly the history fields the schema marks ``regresses`` (plus
     its state and companion columns), and each of them is a history column."""
-    from harness.report.frame import COLUMNS
-    from harness.report.regress import COMPANION_COLUMNS, STATE_COLUMNS, compared_columns
-    from harness.report.schema import FIELDS
+    from harness.report.model.regress import COMPANION_COLUMNS, STATE_COLUMNS, compared_columns
+    from harness.report.reading.frame import COLUMNS
+    from harness.report.reading.schema import FIELDS
 
     marked = {f.name for f in FIELDS if f.regresses is not None and f.dtype is not None}
     cols = compared_columns()

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from harness.report.render import regressions, render_report
-from harness.report.results import SCHEMA, ResultsError, read_results, write_results
+from harness.report.outputs.text import regressions, render_report
+from harness.report.reading.results import SCHEMA, ResultsError, read_results, write_results
 
 
 def _record(

@@ -1,4 +1,4 @@
-"""The report folds each results file into small aggregates (`harness.report.digest`) instead
+"""The report folds each results file into small aggregates (`harness.report.model.digest`) instead
 of a frame of every record: the folded report must say what a straightforward aggregation of
 every record says, and its size must not grow with the passing tests.
 
@@ -22,16 +22,16 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from harness.report import digest, nightly
-from harness.report.digest import digest_run
-from harness.report.frame import typed
-from harness.report.identity import keyed_by_runner
-from harness.report.markdown import full_markdown
-from harness.report.nightly import build_report
-from harness.report.regress import BAD
-from harness.report.results import SCHEMA, results_problem
-from harness.report.runs import load_run
-from harness.report.stream import stream_results
+from harness.report.model import digest, nightly
+from harness.report.model.digest import digest_run
+from harness.report.model.identity import keyed_by_runner
+from harness.report.model.nightly import build_report
+from harness.report.model.regress import BAD
+from harness.report.outputs.markdown import full_markdown
+from harness.report.reading.frame import typed
+from harness.report.reading.results import SCHEMA, results_problem
+from harness.report.reading.runs import load_run
+from harness.report.reading.stream import stream_results
 from tests.hang_guard import HANG_GUARD_S
 from tests.report.test_report_scale import _ref_matrix
 
@@ -261,7 +261,8 @@ def test_the_report_loads_no_torch() -> None:
     code = (
         "import sys\n"
         "import harness.cli\n"
-        "from harness.report import annotations, csp, html_page, markdown, nightly, render\n"
+        "from harness.report.model import nightly\n"
+        "from harness.report.outputs import annotations, csp, html_page, markdown, text\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=HANG_GUARD_S)

@@ -8,9 +8,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from harness.report.escape import html_text, md_inline
-from harness.report.render import regressions, render_report
-from harness.report.results import write_results
+from harness.report.model.escape import html_text, md_inline
+from harness.report.outputs.text import regressions, render_report
+from harness.report.reading.results import write_results
 
 
 def _rec(

@@ -17,14 +17,14 @@ from typing import Any
 
 import pandas as pd
 
-from harness.report.digest import RunDigest
-from harness.report.frame import typed
-from harness.report.identity import keyed_by_runner
-from harness.report.matrix import Cell, SuiteCount
-from harness.report.nightly import build_report
-from harness.report.regress import BAD, EMULATED_KERNEL, REFERENCE_PATHS
-from harness.report.results import SCHEMA
-from harness.report.runs import load_run, open_history
+from harness.report.model.digest import RunDigest
+from harness.report.model.identity import keyed_by_runner
+from harness.report.model.matrix import Cell, SuiteCount
+from harness.report.model.nightly import build_report
+from harness.report.model.regress import BAD, EMULATED_KERNEL, REFERENCE_PATHS
+from harness.report.reading.frame import typed
+from harness.report.reading.results import SCHEMA
+from harness.report.reading.runs import load_run, open_history
 
 PLATFORMS = 7
 NIGHTS = 4
@@ -175,7 +175,7 @@ def _fleet(root: Path) -> tuple[list[Path], Path]:
 def test_fleet_report_agrees_with_the_per_group_code(tmp_path: Path) -> None:
     runs, history_dir = _fleet(tmp_path)
     history = open_history(history_dir)
-    from harness.report.runs import add_runs
+    from harness.report.reading.runs import add_runs
 
     add_runs(history, runs[: -2 * PLATFORMS])
     # the last two nights are given: the newest of each runner is reported, the rest is history

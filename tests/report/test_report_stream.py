@@ -1,4 +1,4 @@
-"""A results file streamed record by record (`harness.report.stream`) gives what reading it
+"""A results file streamed record by record (`harness.report.reading.stream`) gives what reading it
 whole gives, wherever the read chunks end; and a file the stream cannot vouch for is read
 whole, so every problem is reported with `read_results`' own message."""
 
@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from harness.report import stream
-from harness.report.digest import digest_run
-from harness.report.results import SCHEMA, ResultsError, read_results
-from harness.report.stream import stream_results
+from harness.report.model.digest import digest_run
+from harness.report.reading import stream
+from harness.report.reading.results import SCHEMA, ResultsError, read_results
+from harness.report.reading.stream import stream_results
 
 
 def _doc(rng: random.Random, count: int) -> dict[str, Any]:
@@ -62,7 +62,7 @@ def test_digest_streamed_and_read_whole_agree(
     path = tmp_path / "results.json"
     path.write_text(json.dumps(_doc(random.Random(3), 200)))
     streamed = digest_run(path)
-    monkeypatch.setattr("harness.report.digest.stream_results", lambda path, each: None)
+    monkeypatch.setattr("harness.report.model.digest.stream_results", lambda path, each: None)
     assert digest_run(path) == streamed
 
 

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from harness.report.frame import records_frame
-from harness.report.html_page import render_html
-from harness.report.markdown import full_markdown, summary_markdown
-from harness.report.matrix import build_matrix
-from harness.report.nightly import build_report
-from harness.report.render import render_report
-from harness.report.results import SCHEMA, results_problem, summarize
+from harness.report.model.matrix import build_matrix
+from harness.report.model.nightly import build_report
+from harness.report.outputs.html_page import render_html
+from harness.report.outputs.markdown import full_markdown, summary_markdown
+from harness.report.outputs.text import render_report
+from harness.report.reading.frame import records_frame
+from harness.report.reading.results import SCHEMA, results_problem, summarize
 from tests.fleet.night import record, results_doc, write_run
 
 KEY = "triton-interpret-gfx942"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.report.frame import COLUMNS, typed
-from harness.report.runs import open_history
+from harness.report.reading.frame import COLUMNS, typed
+from harness.report.reading.runs import open_history
 
 
 def _rows(run_id: str) -> pd.DataFrame:

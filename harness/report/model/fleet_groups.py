@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 MAX_GROUPS = 8
-LABEL_SEPARATOR = "@"  # runner key = platform[@label] (`harness.report.frame.run_key`)
+LABEL_SEPARATOR = "@"  # runner key = platform[@label] (`harness.report.reading.frame.run_key`)
 
 
 def platform_of(key: str) -> str:

@@ -1,4 +1,5 @@
-"""The page's provenance section: which software each runner ran (`harness.report.provenance`).
+"""The page's provenance section: which software each runner ran
+(`harness.report.reading.provenance`).
 
 A regression is traced by what changed between two nights, so the page shows every
 reported runner's torch and qharness versions, harness and engine commits, and plugin and
@@ -11,8 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from harness.report.escape import html_text
-from harness.report.nightly import NightlyReport
+from harness.report.model.escape import html_text
+from harness.report.model.nightly import NightlyReport
 
 # (stack field, column head), in the table's order
 STACK_FIELDS = (

@@ -10,12 +10,10 @@ Rules and where their thresholds come from:
 - ``native -> emulated fallback``: a non-reference path that ran is now skipped, or a MoE
   path whose kernel was native now reports the ``emulated`` kernel.
 - ``ran -> skipped``: any other test that ran and is now skipped.
-- ``SQNR down``: by more than `SQNR_DROP_DB`, or now NaN. Inputs are seeded and
-  quantization is deterministic, so on one platform SQNR moves only when numerics change;
-  1 dB is far above run-to-run differences from accumulation order.
-- ``error/bound up``: the worst error-to-bound ratio rose by more than `RATIO_RISE` of the
-  bound (or became NaN): the bound is derived, so its fraction used is comparable.
-- ``peak memory up``: by more than `PEAK_GROWTH` (allocator rounding aside, peaks are exact).
+- a metric's rule, one per field row with a ``threshold`` (`harness.report.reading.schema`,
+  where each threshold's reason is written): ``SQNR down`` by more than `SQNR_DROP_DB` or
+  now NaN; ``error/bound up`` by more than `RATIO_RISE` of the bound or now NaN; ``peak
+  memory up`` by more than `PEAK_GROWTH`. A new regressing field is one row there.
 - ``benchmark slower``: mean above the history's mean + `NOISE_SIGMAS` standard deviations
   of the same benchmark on the same platform (at least `MIN_HISTORY` earlier runs; with
   fewer, the two runs' own standard deviations).
@@ -30,11 +28,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.report.schema import FIELDS
+from harness.report.reading.schema import (
+    FIELDS,
+    PEAK_GROWTH,
+    RATIO_RISE,
+    SQNR_DROP_DB,
+    Field,
+    Threshold,
+)
 
-SQNR_DROP_DB = 1.0
-RATIO_RISE = 0.1
-PEAK_GROWTH = 0.05
+__all__ = ["PEAK_GROWTH", "RATIO_RISE", "SQNR_DROP_DB", "Regression", "find_regressions"]
+
 NOISE_SIGMAS = 3.0
 MIN_HISTORY = 3
 
@@ -47,6 +51,23 @@ EMULATED_KERNEL = "emulated"
 # benchmark's spread (its noise band sits beside the mean that regresses).
 STATE_COLUMNS = ("nodeid", "path", "outcome", "reason", "kernel", "suite")
 COMPANION_COLUMNS = ("bench_stddev_s",)
+
+
+def metric_rules() -> list[tuple[Field, Threshold]]:
+    """The fields with a regression threshold, in table order (read when called)."""
+    return [(f, f.threshold) for f in FIELDS if f.threshold is not None and f.regresses]
+
+
+def worse(field: Field, rule: Threshold, old: Any, new: pd.Series) -> pd.Series:
+    """Where ``new`` moved the worse way from ``old`` by more than the rule allows (or became
+    NaN, where that is worse); ``old`` is one value or a column beside ``new``."""
+    if field.regresses == "fall":
+        limit = old * (1 - rule.by) if rule.relative else old - rule.by
+        moved = new < limit
+    else:
+        limit = old * (1 + rule.by) if rule.relative else old + rule.by
+        moved = new > limit
+    return (moved | new.isna()) if rule.nan_is_worse else moved
 
 
 def compared_columns() -> list[str]:
@@ -96,7 +117,7 @@ def find_regressions(
     old: pd.DataFrame,
     history: pd.DataFrame | None = None,
 ) -> list[Regression]:
-    """Regressions of run ``new`` against run ``old`` (frames of `harness.report.frame`).
+    """Regressions of run ``new`` against run ``old`` (frames of `harness.report.reading.frame`).
 
     ``history``: earlier rows of the same platform (any runs, ``new``'s excluded), for the
     benchmark noise band and the first run of each regression."""
@@ -128,17 +149,16 @@ def find_regressions(
     fallback = (o_ok & n_skip & non_reference) | kernel_fell_back.fillna(False)
     ran_skipped = o_ok & n_skip & ~fallback
 
-    sq_o, sq_n = m["sqnr_db_old"], m["sqnr_db_new"]
-    sqnr_down = (
-        both & sq_o.notna() & np.isfinite(sq_o) & (sq_n.isna() | (sq_n < sq_o - SQNR_DROP_DB))
-    )
-    sqnr_down &= m["outcome_new"].isin(RAN_OK + BAD)  # a skipped test has no SQNR
-    r_o, r_n = m["worst_error_to_bound_old"], m["worst_error_to_bound_new"]
-    ratio_up = both & r_o.notna() & m["outcome_new"].isin(RAN_OK + BAD)
-    ratio_up &= r_n.isna() | (r_n > r_o + RATIO_RISE)
-    ratio_up &= m["outcome_new"] != "skipped"
-    p_o, p_n = m["peak_bytes_old"], m["peak_bytes_new"]
-    peak_up = both & p_o.notna() & p_n.notna() & (p_n > p_o * (1 + PEAK_GROWTH))
+    ran_now = m["outcome_new"].isin(RAN_OK + BAD)  # a skipped test has no value
+    metric_masks = []
+    for field, rule in metric_rules():
+        old_v, new_v = m[f"{field.name}_old"], m[f"{field.name}_new"]
+        mask = both & old_v.notna() & worse(field, rule, old_v, new_v)
+        if rule.finite_baseline:
+            mask &= np.isfinite(old_v)
+        if rule.ran_only:
+            mask &= ran_now
+        metric_masks.append((field, rule, mask))
     slower, bands = _benchmark_slower(m, both, history)
     missing = m["_merge"] == "left_only"
     if ("partial" in new and bool(new["partial"].any())) or (
@@ -171,10 +191,9 @@ def find_regressions(
         detail="reason_new")  # fmt: skip
     add(fallback & ~n_skip, "native -> emulated fallback", "kernel_old", "kernel_new")
     add(ran_skipped, "ran -> skipped", "outcome_old", "outcome_new", detail="reason_new")
-    add(sqnr_down, "SQNR down", "sqnr_db_old", "sqnr_db_new", unit=" dB")
-    add(ratio_up, "error/bound up", "worst_error_to_bound_old", "worst_error_to_bound_new",
-        digits=3)  # fmt: skip
-    add(peak_up, "peak memory up", "peak_bytes_old", "peak_bytes_new", unit=" bytes")
+    for field, rule, mask in metric_masks:
+        add(mask, rule.kind, f"{field.name}_old", f"{field.name}_new", unit=rule.unit,
+            digits=rule.digits)  # fmt: skip
     for _, row in m[slower].iterrows():
         found.append(
             (
@@ -225,16 +244,10 @@ def _state(kind: str, rows: pd.DataFrame, old: float | None) -> pd.Series:
         return rows["outcome"] == "skipped"
     if kind == FALLBACK:
         return (rows["outcome"] == "skipped") | (rows["kernel"] == EMULATED_KERNEL)
-    if old is None:
-        return pd.Series(False, index=rows.index)
-    if kind == "SQNR down":
-        return rows["sqnr_db"].isna() | (rows["sqnr_db"] < old - SQNR_DROP_DB)
-    if kind == "error/bound up":
-        return rows["worst_error_to_bound"].isna() | (
-            rows["worst_error_to_bound"] > old + RATIO_RISE
-        )
-    if kind == "peak memory up":
-        return rows["peak_bytes"] > old * (1 + PEAK_GROWTH)
+    if old is not None:
+        for field, rule in metric_rules():
+            if rule.kind == kind:
+                return worse(field, rule, old, rows[field.name])
     return pd.Series(False, index=rows.index)
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from harness.platform.simulate import EXECUTIONS
-from harness.report.escape import md_inline
-from harness.report.grouping import group_items, grouped_markdown, without_runner_paths
-from harness.report.models_section import model_rows, models_markdown
-from harness.report.nightly import NightlyReport
+from harness.report.model.escape import md_inline
+from harness.report.model.models_section import model_rows, models_markdown
+from harness.report.model.nightly import NightlyReport
+from harness.report.outputs.grouping import group_items, grouped_markdown, without_runner_paths
 
 SUMMARY_LIMIT = 60_000
 LIST_LIMIT = 25
@@ -26,7 +26,7 @@ def _counts_table(report: NightlyReport) -> list[str]:
     ]
     for platform in report.platforms:
         run = report.runs[platform]
-        outcomes = run.outcomes  # counted as its file was read (`harness.report.digest`)
+        outcomes = run.outcomes  # counted as its file was read (`harness.report.model.digest`)
         passed = outcomes["passed"]
         failed = outcomes["failed"] + outcomes["error"]
         skipped = outcomes["skipped"]

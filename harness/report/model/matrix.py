@@ -23,8 +23,8 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from harness.platform.simulate import CPU_CODE, EXECUTIONS, NOT_RUN
-from harness.report.plain import column_values
-from harness.report.regress import BAD, EMULATED_KERNEL, REFERENCE_PATHS
+from harness.report.model.regress import BAD, EMULATED_KERNEL, REFERENCE_PATHS
+from harness.report.reading.plain import column_values
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,12 @@ run, and computes everything the Markdown and HTML renderers show; the renderers
 format it.
 
 Data flow: each given results file is read once and folded into a `RunDigest`
-(`harness.report.digest`: counts, matrix cells, skips, failures, plot inputs), so the report
+(`harness.report.model.digest`: counts, matrix cells, skips, failures, plot inputs), so the report
 never holds every record of a fleet. A runner with other known runs (history, older given
 runs, ``--baseline``) is then compared test by test with them: `_Comparer` reads that
-runner's runs again as frames (`harness.report.runs.load_run`), one runner at a time, for
+runner's runs again as frames (`harness.report.reading.runs.load_run`), one runner at a time, for
 its baseline, regressions and failure streaks. Failures and skips reach renderers as plain
-values whose missing fields are ``None`` (never pandas' NA or NaN; `harness.report.plain`).
+values whose missing fields are ``None`` (never pandas' NA or NaN; `harness.report.reading.plain`).
 """
 
 from __future__ import annotations
@@ -23,19 +23,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.report.digest import RunDigest, digest_run
-from harness.report.frame import COLUMNS, typed
-from harness.report.identity import (
+from harness.report.model.digest import RunDigest, digest_run
+from harness.report.model.identity import (
     baseline_notes,
     keyed_by_runner,
     missing_baseline_note,
     shared_key_notes,
 )
-from harness.report.matrix import Cell, matrix_of
-from harness.report.models_section import model_regressions
-from harness.report.plain import column_values
-from harness.report.regress import BAD, Regression, find_regressions
-from harness.report.runs import load_run
+from harness.report.model.matrix import Cell, matrix_of
+from harness.report.model.models_section import model_regressions
+from harness.report.model.regress import BAD, Regression, find_regressions
+from harness.report.reading.frame import COLUMNS, typed
+from harness.report.reading.plain import column_values
+from harness.report.reading.runs import load_run
 from harness.store.bundle_names import bundle_filename
 from harness.store.history import HistoryStore
 
@@ -83,7 +83,7 @@ class NightlyReport:
     notes: list[str] = field(default_factory=list)
     # (platform, test) -> (scheme, path), ``-`` where none: the regressed and failing tests
     cases: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
-    # the plots' inputs, already aggregated (`harness.report.plots`): the median linear SQNR
+    # the plots' inputs, already aggregated (`harness.report.outputs.plots`): the median linear SQNR
     # per platform, scheme and known run; the memory suite's largest peak per scheme and
     # reported platform; every known run's benchmark rows
     sqnr: pd.DataFrame = field(default_factory=lambda: _empty(SQNR_COLUMNS))
@@ -92,7 +92,7 @@ class NightlyReport:
     # (scheme, path, runner) -> its linear median SQNR tonight and in its baseline (None:
     # no baseline, or no such cell in it): the matrix cell's number and its change
     cell_sqnr: dict[tuple[str, str, str], tuple[float, float | None]] = field(default_factory=dict)
-    # the model suite's rows of the reported runs (`harness.report.models_section`)
+    # the model suite's rows of the reported runs (`harness.report.model.models_section`)
     models: pd.DataFrame = field(default_factory=lambda: _empty(COLUMNS))
 
     @property

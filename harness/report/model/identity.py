@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from harness.report.digest import STACK_COLUMNS, RunDigest
+from harness.report.model.digest import STACK_COLUMNS, RunDigest
 
 LABEL_HINT = "give each runner its own `run --runner-label` (or QHARNESS_RUNNER)"
 

@@ -1,15 +1,17 @@
 """The field table of a results record and of the history row: one row per field.
 
-Validation (`harness.report.results`), the history columns (`harness.report.frame`), the
-model section (`harness.report.models_section`), the recorder's case fields and the docs
-(docs/HISTORY.md's column table, a generated block) all read `FIELDS`, so a new field is
-one row here: it is validated, becomes a history column of its dtype and is documented.
+Validation (`harness.report.reading.results`), the history columns
+(`harness.report.reading.frame`), the model section (`harness.report.model.models_section`),
+the recorder's case fields and the docs (docs/HISTORY.md's column table, a generated block)
+all read `FIELDS`, so a new field is one row here: it is validated, becomes a history
+column of its dtype and is documented.
 
 A row says where the value lives (`Where`), what validation holds it to (``json``: a
 string, a number or a count, or None when it is free-form or derived), its history column's
 pandas dtype (None: not a history column), how the frame reads it (``read``), and whether a
-rise or a fall of it is a regression (the rules and their thresholds are in
-`harness.report.regress` and `harness.report.models_section`).
+rise or a fall of it is a regression and past what change (``threshold``: the rule
+`harness.report.model.regress` applies to every such row; the model suite's rules are
+`harness.report.model.models_section`'s).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from harness.platform.simulate import EXECUTIONS
-from harness.report.limits import INT64_MAX
+from harness.report.reading.limits import INT64_MAX
 
 Where = Literal["run", "record", "metric", "benchmark"]
 """``run``: from the document, shared by a run's rows; ``record``: a record's own key;
@@ -28,6 +30,31 @@ JsonType = Literal["string", "number", "count"]
 """What validation holds a field to, null always allowed: ``count`` is a number from 0 to
 2^63-1 (bytes); ``number`` may be ``Infinity`` or ``NaN`` (an exact SQNR, news)."""
 Direction = Literal["rise", "fall"]
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """How far a field may move the worse way (its row's ``regresses``) before a run
+    against its baseline is a regression (`harness.report.model.regress`), and how the
+    regression is named and its two values shown."""
+
+    kind: str  # the regression's name in every report ("SQNR down")
+    by: float  # the allowed change: in the field's unit, or a fraction (``relative``)
+    relative: bool = False
+    nan_is_worse: bool = True  # a value that became NaN regressed
+    finite_baseline: bool = False  # an infinite baseline value (an exact match) is none
+    ran_only: bool = True  # only a test that ran now (a skipped test has no value)
+    unit: str = ""  # shown after each value (" bytes": as a whole number)
+    digits: int = 2
+
+
+# Inputs are seeded and quantization is deterministic, so on one platform SQNR moves only
+# when numerics change; 1 dB is far above run-to-run differences from accumulation order.
+SQNR_DROP_DB = 1.0
+# The bound is derived, so the fraction of it used is comparable between runs.
+RATIO_RISE = 0.1
+# Allocator rounding aside, peaks are exact.
+PEAK_GROWTH = 0.05
 
 
 def as_number(value: Any) -> float | None:
@@ -57,6 +84,7 @@ class Field:
     json: JsonType | None  # what validation checks; None: free-form or derived, unchecked
     doc: str  # one line, for docs/HISTORY.md
     regresses: Direction | None = None  # which way is worse
+    threshold: Threshold | None = None  # past what change a run regressed (with ``regresses``)
     key: str = ""  # the record's (or metric's) key when it differs from ``name``
     read: Callable[[Any], Any] = as_text  # the history value of the recorded one
     group: str = ""  # "case": a test's case field; "model": the model suite's
@@ -164,11 +192,35 @@ FIELDS: tuple[Field, ...] = (
         choices=tuple(EXECUTIONS),
     ),
     Field("duration_s", "record", "float64", "number", "test duration", read=as_number),
-    _metric("sqnr_db", "output SQNR (NaN kept: it is news)", regresses="fall"),
+    _metric(
+        "sqnr_db",
+        "output SQNR (NaN kept: it is news)",
+        regresses="fall",
+        threshold=Threshold("SQNR down", SQNR_DROP_DB, unit=" dB", finite_baseline=True),
+    ),
     Field("term_sqnr_db", "metric", None, "number", "SQNR of the output's terms, unstored"),
     _metric("sqnr_floor_db", "the scheme's SQNR floor"),
-    _metric("worst_error_to_bound", "largest error / derived bound", None, regresses="rise"),
-    _metric("peak_bytes", "measured peak memory of the forward call", "count", regresses="rise"),
+    _metric(
+        "worst_error_to_bound",
+        "largest error / derived bound",
+        None,
+        regresses="rise",
+        threshold=Threshold("error/bound up", RATIO_RISE, digits=3),
+    ),
+    _metric(
+        "peak_bytes",
+        "measured peak memory of the forward call",
+        "count",
+        regresses="rise",
+        threshold=Threshold(
+            "peak memory up",
+            PEAK_GROWTH,
+            relative=True,
+            nan_is_worse=False,
+            ran_only=False,
+            unit=" bytes",
+        ),
+    ),
     Field(
         "bench_mean_s",
         "benchmark",
@@ -265,7 +317,7 @@ def json_problem(field: Field, value: Any) -> str | None:
 
 
 def markdown_columns(fields: tuple[Field, ...] | None = None) -> str:
-    """docs/HISTORY.md's column table (a generated block of `harness.report.doc_facts`)."""
+    """docs/HISTORY.md's column table (a generated block of `harness.report.outputs.doc_facts`)."""
     fields = FIELDS if fields is None else fields  # read when called: rows may be added
     kinds = {"string": "string", "float64": "float", "bool": "bool"}
     lines = ["| column | type | worse when it | meaning |", "|---|---|---|---|"]

@@ -10,7 +10,7 @@
 - Benchmark times over the nights with the noise band (mean ± `NOISE_SIGMAS` std of the
   history), the band the regression rule uses.
 Beyond `MAX_GROUPS` runners, the SQNR panels and peak bars are per group of runners
-(`harness.report.fleet_groups`), never one per runner: a fleet's page stays a few panels.
+(`harness.report.model.fleet_groups`), never one per runner: a fleet's page stays a few panels.
 Each returns None when there is nothing to draw. Series get distinct (colour, marker) pairs
 from `series_styles` (20 colours x 10 markers), so 30 schemes stay tellable apart.
 """
@@ -29,8 +29,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from harness.report.fleet_groups import is_grouped, runner_groups
-from harness.report.regress import NOISE_SIGMAS
+from harness.report.model.fleet_groups import is_grouped, runner_groups
+from harness.report.model.regress import NOISE_SIGMAS
 
 MAX_BENCHMARKS = 8
 MAX_TICKS = 12  # run labels on the time axis (60 labels cost seconds of drawing)

@@ -4,7 +4,7 @@ A runner's cell gives its verdict, the per-suite counts on a line below it, and 
 suite's median SQNR with its change since the runner's baseline. On a simulated platform
 the verdict says what ran, and a cell of CPU code alone is coloured apart from a pass of
 interpreted GPU kernel source. Beyond `MAX_GROUPS`
-runners a column is a group (`harness.report.fleet_groups`) whose cell counts its runners
+runners a column is a group (`harness.report.model.fleet_groups`) whose cell counts its runners
 of each verdict, coloured by the worst, names the runners of each verdict but pass on hover,
 and gives the median over its runners of their SQNR and of its change.
 """
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import statistics
 
-from harness.report.escape import html_text
-from harness.report.fleet_groups import is_grouped, runner_groups
-from harness.report.matrix import Cell
-from harness.report.nightly import NightlyReport
+from harness.report.model.escape import html_text
+from harness.report.model.fleet_groups import is_grouped, runner_groups
+from harness.report.model.matrix import Cell
+from harness.report.model.nightly import NightlyReport
 
 Sqnr = tuple[float, float | None]  # tonight's median SQNR, the baseline's (None: none)
 
@@ -85,7 +85,7 @@ def _group_cell(cells: list[tuple[str, Cell]], sqnrs: list[Sqnr]) -> str:
 
 def _matrix_rows(report: NightlyReport) -> tuple[list[str], list[str]]:
     """The matrix's column heads and rows: one column per runner, or per group of runners
-    beyond `MAX_GROUPS` (`harness.report.fleet_groups`)."""
+    beyond `MAX_GROUPS` (`harness.report.model.fleet_groups`)."""
     groups = runner_groups(report.platforms)
     if not is_grouped(groups):
         rows = [

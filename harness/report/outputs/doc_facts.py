@@ -4,7 +4,7 @@ generated from the code.
 A doc marks a generated block with ``<!-- facts:NAME -->`` ... ``<!-- /facts -->``;
 `update_text` rewrites every such block from `FACTS`, and a self-test fails when a doc is
 stale, so a count or a size in the docs can never drift from what the code produces.
-Regenerate with ``python -m harness.report.doc_facts --write``.
+Regenerate with ``python -m harness.report.outputs.doc_facts --write``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from harness.report.results import checks_markdown
-from harness.report.schema import markdown_columns
+from harness.report.reading.results import checks_markdown
+from harness.report.reading.schema import markdown_columns
 from harness.store.golden_format import MANIFEST_NAME
 from harness.store.golden_store import DEFAULT_ROOT
 
@@ -80,7 +80,7 @@ FACTS: dict[str, Callable[[], str]] = {
     "golden-store": golden_store_table,
     "moe-grid": moe_grid,
     "linear-grid": linear_grid,
-    "history-columns": markdown_columns,  # the field table's (harness.report.schema)
+    "history-columns": markdown_columns,  # the field table's (harness.report.reading.schema)
     "record-checks": checks_markdown,  # results validation's, from the field table
 }
 

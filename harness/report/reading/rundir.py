@@ -20,7 +20,7 @@ from typing import Any
 
 from harness.errors import QHarnessError
 from harness.platform.simulate import key_of
-from harness.report.limits import path_problem
+from harness.report.reading.limits import path_problem
 from harness.store.atomic import point_symlink_atomic, write_bytes_atomic, write_text_atomic
 from harness.store.tempfiles import sweep_stale
 

@@ -1,9 +1,9 @@
 """`report.html`: one self-contained page (styles inline, plots as base64 PNG, no network).
 
-Order: counts, provenance (`harness.report.stack_section`), the merged matrix, regressions,
+Order: counts, provenance (`harness.report.outputs.stack_section`), the merged matrix, regressions,
 failures with links to their repro bundles, skips by reason per platform, plots. Beyond
 `MAX_GROUPS` runners the matrix has a column per group of runners, each cell counting its
-runners' verdicts (`harness.report.fleet_groups`).
+runners' verdicts (`harness.report.model.fleet_groups`).
 Every string from a results file goes through `html_text`.
 """
 
@@ -13,14 +13,14 @@ import datetime as _dt
 import os
 from pathlib import Path
 
-from harness.report import plots
-from harness.report.escape import html_text
-from harness.report.grouping import group_items
-from harness.report.matrix_html import matrix_html
-from harness.report.models_section import model_rows, models_html
-from harness.report.nightly import NightlyReport
-from harness.report.regress import Regression
-from harness.report.stack_section import stack_html, stack_rows
+from harness.report.model.escape import html_text
+from harness.report.model.models_section import model_rows, models_html
+from harness.report.model.nightly import NightlyReport
+from harness.report.model.regress import Regression
+from harness.report.outputs import plots
+from harness.report.outputs.grouping import group_items
+from harness.report.outputs.matrix_html import matrix_html
+from harness.report.outputs.stack_section import stack_html, stack_rows
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;
@@ -46,7 +46,7 @@ def _counts(report: NightlyReport) -> str:
     rows = []
     for platform in report.platforms:
         run = report.runs[platform]
-        c = run.outcomes  # counted as its file was read (`harness.report.digest`)
+        c = run.outcomes  # counted as its file was read (`harness.report.model.digest`)
         failed = int(c.get("failed", 0) + c.get("error", 0))
         base = report.baselines.get(platform) or "none (first run)"
         partial = " <b>(partial)</b>" if run.partial else ""
@@ -72,7 +72,7 @@ def _regression_row(r: Regression) -> str:
 
 
 def _regressions(report: NightlyReport) -> str:
-    """Grouped by runner, scheme and path as in summary.md (`harness.report.grouping`): a
+    """Grouped by runner, scheme and path as in summary.md (`harness.report.outputs.grouping`): a
     table of the groups with their counts, then every regression under its group's head."""
     if not report.regressions:
         return "<p>none</p>"

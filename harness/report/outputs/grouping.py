@@ -12,8 +12,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.report.escape import md_inline
-from harness.report.nightly import NightlyReport
+from harness.report.model.escape import md_inline
+from harness.report.model.nightly import NightlyReport
 
 TESTS_PER_GROUP = 5
 MAX_GROUPS = 300  # one table row each; far below the summary's size limit

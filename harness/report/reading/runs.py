@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from harness.errors import QHarnessError
-from harness.report.frame import (
+from harness.report.reading.frame import (
     COLUMNS,
     HISTORY_SCHEMA,
     benchmark_rows,
@@ -18,8 +18,8 @@ from harness.report.frame import (
     run_key,
     typed,
 )
-from harness.report.results import read_results
-from harness.report.rundir import RunDir, results_path, run_id_of
+from harness.report.reading.results import read_results
+from harness.report.reading.rundir import RunDir, results_path, run_id_of
 from harness.store.history import HistoryStore
 
 
@@ -30,7 +30,7 @@ class LoadedRun:
     frame: pd.DataFrame
     partial: bool
     created: str
-    platform: str  # the runner key (`harness.report.frame.run_key`): the report's column
+    platform: str  # the runner key (`harness.report.reading.frame.run_key`): the report's column
     notes: tuple[str, ...] = ()  # problems that did not stop the run from loading
     host: str | None = None  # the runner's host tag, when the results name one
 
@@ -39,7 +39,7 @@ def load_run(run: Path) -> LoadedRun:
     """A run directory or results file -> its rows (tests, then benchmarks if any).
 
     For what needs one run's rows test by test (the history, a comparison); the report
-    reads a fleet through `harness.report.digest` instead, without rows.
+    reads a fleet through `harness.report.model.digest` instead, without rows.
     Raises the results reader's error for a missing or malformed file."""
     results = results_path(Path(run))
     doc = read_results(results)

@@ -5,11 +5,13 @@ gigabytes. `digest_run` reads one results file, folds each record into small per
 aggregates and drops the document: outcome counts, the run's matrix cells (one per scheme
 and path), skip counts per reason, the failing tests (the report lists every one), the
 linear SQNR median per scheme and the memory suite's largest peak per scheme (the plots'
-inputs), the linear SQNR median per scheme and path (the matrix cell's), and the benchmark
-rows (a few per run). Its size grows with the run's schemes, paths, failures and skip
-reasons, never with its passing tests.
+inputs), the linear SQNR median per scheme and path (the matrix cell's), the benchmark rows
+(a few per run) and the records' tables the text report prints
+(`harness.report.model.record_tables`). It is the one model of a run that every report reads.
+Its size grows with the run's schemes, paths, failures and skip reasons, never with its
+passing tests.
 
-The values are the ones the row-per-test frame (`harness.report.frame`) gives, through the
+The values are the ones the row-per-test frame (`harness.report.reading.frame`) gives, through the
 same helpers: a missing optional field is ``None`` here, never NA or NaN.
 """
 
@@ -22,7 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.report.frame import (
+from harness.report.model.matrix import Cell, MatrixFold
+from harness.report.model.record_tables import RecordTables
+from harness.report.model.regress import BAD
+from harness.report.reading.frame import (
     _number,
     _text,
     benchmark_rows,
@@ -30,17 +35,15 @@ from harness.report.frame import (
     run_columns,
     run_key,
 )
-from harness.report.matrix import Cell, MatrixFold
-from harness.report.regress import BAD
-from harness.report.results import read_results
-from harness.report.rundir import RunDir, results_path, run_id_of
-from harness.report.stream import stream_results
+from harness.report.reading.results import PLATFORM_FIELDS, read_results
+from harness.report.reading.rundir import RunDir, results_path, run_id_of
+from harness.report.reading.stream import stream_results
 
 BENCHMARK_SUITE = "benchmark"
-LINEAR_SUITE = "linear"  # the suite whose SQNR the plot follows (`harness.report.plots`)
-MEMORY_SUITE = "memory"  # the suite whose peaks the plot shows (`harness.report.plots`)
+LINEAR_SUITE = "linear"  # the suite whose SQNR the plot follows (`harness.report.outputs.plots`)
+MEMORY_SUITE = "memory"  # the suite whose peaks the plot shows (`harness.report.outputs.plots`)
 # Software columns that, when they differ between a run and its baseline, are named in a
-# warning (`harness.report.identity`, in this order).
+# warning (`harness.report.model.identity`, in this order).
 STACK_COLUMNS = (
     "torch_version",
     "cuda_version",
@@ -67,14 +70,16 @@ class FailedCase:
 
 @dataclass
 class RunDigest:
-    """What the report needs of one run (module doc); `harness.report.runs.LoadedRun`'s
+    """What the report needs of one run (module doc); `harness.report.reading.runs.LoadedRun`'s
     head fields, without its rows."""
 
     run_id: str
     results: Path
     partial: bool
     created: str
-    platform: str  # the runner key (`harness.report.frame.run_key`): the report's column
+    platform: str  # the runner key (`harness.report.reading.frame.run_key`): the report's column
+    exitstatus: int = 0  # pytest's
+    machine: dict[str, str] = field(default_factory=dict)  # the file's platform fields
     notes: tuple[str, ...] = ()
     host: str | None = None
     rows: int = 0  # records and benchmark rows: what a frame of the run would hold
@@ -92,6 +97,8 @@ class RunDigest:
     peaks: dict[str, float] = field(default_factory=dict)  # memory suite, largest per scheme
     benchmarks: list[dict[str, Any]] = field(default_factory=list)  # frame rows
     models: list[dict[str, Any]] = field(default_factory=list)  # the model suite's frame rows
+    # the records' tables as the text report groups them (benchmarks not among them)
+    tables: RecordTables = field(default_factory=RecordTables)
 
     @property
     def tests(self) -> int:
@@ -120,6 +127,7 @@ class _Fold:
         self.peaks: dict[str, float] = {}
         self.rows = 0
         self.models: list[dict[str, Any]] = []  # records of the model section (a few per model)
+        self.tables = RecordTables()
 
     def add(
         self,
@@ -163,6 +171,7 @@ class _Fold:
         metrics = r.get("metrics") or {}
         if isinstance(metrics.get("model"), str) and isinstance(metrics.get("model_check"), str):
             self.models.append(r)  # what `model_rows` reads
+        self.tables.record(r)
         self.add(
             _text(r.get("nodeid")),
             _text(r.get("suite")) or "other",
@@ -180,7 +189,7 @@ class _Fold:
 def digest_run(run: Path) -> RunDigest:
     """A run directory or results file -> its `RunDigest` (records, then benchmarks if any).
 
-    The file is streamed record by record (`harness.report.stream`); one the stream cannot
+    The file is streamed record by record (`harness.report.reading.stream`); one the stream cannot
     vouch for is read whole, which raises the results reader's error for a missing or
     malformed file."""
     results = results_path(Path(run))
@@ -200,6 +209,8 @@ def digest_run(run: Path) -> RunDigest:
     head = (
         bool(doc.get("partial")),
         str(doc.get("created") or ""),
+        int(doc.get("exitstatus") or 0),  # an int: validated
+        {k: str((doc.get("platform") or {}).get(k)) for k in PLATFORM_FIELDS},
     )
     del doc
     notes: list[str] = []
@@ -230,6 +241,8 @@ def digest_run(run: Path) -> RunDigest:
         partial=head[0],
         created=head[1],
         platform=platform,
+        exitstatus=head[2],
+        machine=head[3],
         notes=tuple(notes),
         host=columns["runner_host"],
         rows=fold.rows,
@@ -245,4 +258,5 @@ def digest_run(run: Path) -> RunDigest:
         peaks=fold.peaks,
         benchmarks=benchmarks,
         models=models,
+        tables=fold.tables.finish(),
     )

@@ -17,7 +17,7 @@ Regression rules (`MODEL_RULES`), beside the generic ``SQNR down`` that already 
 the logits test's ``sqnr_db`` (against the unquantized model):
 
 - ``SQNR vs emulated down``: vLLM's logits moved away from the harness's emulation of the
-  same checkpoint by more than `harness.report.regress.SQNR_DROP_DB` (the models, prompts and
+  same checkpoint by more than `harness.report.model.regress.SQNR_DROP_DB` (the models, prompts and
   calibration are seeded, so on one platform the value moves only when numerics change);
 - ``top-1 down`` / ``top-1 vs emulated down``: the fraction of positions whose argmax agrees
   fell by more than `TOP1_DROP`. The tiny models have random weights and small logit margins
@@ -37,10 +37,10 @@ from typing import Any
 
 import pandas as pd
 
-from harness.report.escape import html_text, md_inline
-from harness.report.plain import plain, plain_rows
-from harness.report.regress import RAN_OK, SQNR_DROP_DB, Regression
-from harness.report.schema import FIELDS, history_columns, record_values
+from harness.report.model.escape import html_text, md_inline
+from harness.report.model.regress import RAN_OK, SQNR_DROP_DB, Regression
+from harness.report.reading.plain import plain, plain_rows
+from harness.report.reading.schema import FIELDS, history_columns, record_values
 
 TOP1_DROP = 0.05
 SUITE = "models"
@@ -85,7 +85,7 @@ def _columns_present(frame: pd.DataFrame) -> bool:
 
 
 def model_rows(frame: pd.DataFrame) -> list[ModelRow]:
-    """The model rows of a report frame (`harness.report.frame` columns), sorted."""
+    """The model rows of a report frame (`harness.report.reading.frame` columns), sorted."""
     if frame.empty or not _columns_present(frame):
         return []
     tests = frame[frame["model"].notna() & frame["model_check"].notna()]

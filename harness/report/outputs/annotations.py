@@ -7,8 +7,8 @@ so groups (largest first, `MAX_ANNOTATIONS` at most) are the useful unit, not te
 
 from __future__ import annotations
 
-from harness.report.grouping import Group, group_items
-from harness.report.nightly import NightlyReport
+from harness.report.model.nightly import NightlyReport
+from harness.report.outputs.grouping import Group, group_items
 
 MAX_ANNOTATIONS = 20
 

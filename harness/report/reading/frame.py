@@ -13,13 +13,13 @@ from typing import Any
 
 import pandas as pd
 
-from harness.report.rundir import platform_key
-from harness.report.schema import as_number, as_text, history_columns, record_values
+from harness.report.reading.rundir import platform_key
+from harness.report.reading.schema import as_number, as_text, history_columns, record_values
 
 HISTORY_SCHEMA = "qharness.history/1"
 
 # column -> pandas dtype; every row of every run has all of them (missing values are NA).
-COLUMNS: dict[str, str] = history_columns()  # the field table's (harness.report.schema)
+COLUMNS: dict[str, str] = history_columns()  # the field table's (harness.report.reading.schema)
 
 
 _number = as_number
@@ -60,8 +60,8 @@ def run_columns(doc: dict[str, Any], run_id: str) -> dict[str, Any]:
 
 
 def provenance_columns(doc: dict[str, Any]) -> dict[str, Any]:
-    """The run's provenance (`harness.report.provenance`): qharness version, commits, and the
-    plugin and engine versions as one JSON text (``{"plugins": ..., "engines": ...,
+    """The run's provenance (`harness.report.reading.provenance`): qharness version, commits,
+    and the plugin and engine versions as one JSON text (``{"plugins": ..., "engines": ...,
     "commits": ...}``, keys sorted, so equal stacks give equal text)."""
     found = doc.get("provenance")
     prov: dict[str, Any] = found if isinstance(found, dict) else {}

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from harness.errors import FileSystemError, UsageError
-from harness.report.rundir import RunDir
+from harness.report.reading.rundir import RunDir
 from harness.store.atomic import write_bytes_atomic
 
 Writer = Callable[[Path, bytes], None]

@@ -2,7 +2,7 @@
 
 `stream_results` parses the top-level object with the standard JSON decoder, one value at a
 time, from a buffer refilled a megabyte at a time; each record of ``records`` is checked
-(`harness.report.results`' own rules, duplicates by the test id's hash) and handed to the
+(`harness.report.reading.results`' own rules, duplicates by the test id's hash) and handed to the
 caller, then dropped. It answers None whenever it cannot vouch for the file (any problem
 at all: not a regular file, not UTF-8, not JSON, a bad field, two records with the same
 hash of their test id); the caller then reads the file whole with `read_results`, which
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import QHarnessError
-from harness.report.limits import json_decoder
-from harness.report.results import _record_problem, results_problem
+from harness.report.reading.limits import json_decoder
+from harness.report.reading.results import _record_problem, results_problem
 
 CHUNK = 1 << 20
 _WHITESPACE = re.compile(r"[ \t\n\r]*")  # what JSON allows between tokens
