@@ -236,6 +236,21 @@ def _seeded_as(variant: Callable[[Scheme], Scheme]) -> Callable[[str, Shape, str
     return build
 
 
+def _blocks_design(blocks: tuple[int, int], shows: str, shape: Shape) -> Design:
+    """A block-FP8 design under `blocks_variant`: its inputs are seeded by the same variant
+    its scheme runs under, so the two cannot name different blocks."""
+    variant = blocks_variant(*blocks)
+    return Design(
+        f"blocks_{blocks[0]}x{blocks[1]}",
+        shows,
+        BLOCK_FP8,
+        _fixed(shape),
+        ("bf16",),
+        _seeded_as(variant),
+        variant=variant,
+    )
+
+
 def _small_base(
     name: str, rows: int, cols: int, spec: QuantSpec | None, peak: float
 ) -> torch.Tensor:
@@ -478,23 +493,15 @@ DESIGNS: tuple[Design, ...] = (
         ("bf16",),
         _seeded,
     ),
-    Design(
-        "blocks_128x64",
+    _blocks_design(
+        (128, 64),
         "weight scales indexed by block_k where block_n belongs; 128-wide activation groups",
-        BLOCK_FP8,
-        _fixed((3, 352, 384)),  # 2.75 x 6 blocks of 128x64
-        ("bf16",),
-        _seeded_as(blocks_variant(128, 64)),
-        variant=blocks_variant(128, 64),
+        (3, 352, 384),  # 2.75 x 6 blocks of 128x64
     ),
-    Design(
-        "blocks_64x128",
+    _blocks_design(
+        (64, 128),
         "weight scales indexed by block_k where block_n belongs",
-        BLOCK_FP8,
-        _fixed((3, 304, 384)),  # 4.75 x 3 blocks of 64x128
-        ("bf16",),
-        _seeded_as(blocks_variant(64, 128)),
-        variant=blocks_variant(64, 128),
+        (3, 304, 384),  # 4.75 x 3 blocks of 64x128
     ),
     Design(
         "subnormal_codes",
