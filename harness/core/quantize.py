@@ -339,6 +339,16 @@ class QuantizedLinear:
     input_scale: torch.Tensor | None  # static activation scale (tile grid), if the scheme has one
     bias: torch.Tensor | None  # [N]
 
+    def weight_block_size(self) -> list[int]:
+        """``weight_block_size`` [block_n, block_k] of a block-FP8 layer, as engines' FP8
+        configs hold it and hand their block kernels; its activation groups must be
+        1 x block_k (ValueError for any other layer)."""
+        block_n, block_k = self.weight.spec.block
+        act = self.scheme.activation
+        if block_n is None or block_k is None or act is None or act.block != (1, block_k):
+            raise ValueError(f"not a block-FP8 layer: weight {self.weight.spec.granularity}")
+        return [block_n, block_k]
+
     def to(self, device: torch.device | str) -> QuantizedLinear:
         return QuantizedLinear(
             self.scheme,

@@ -160,16 +160,6 @@ def _fp8_weight(layer: QuantizedLinear, dtype: torch.dtype) -> torch.Tensor:
     return layer.weight.codes.contiguous().view(dtype)
 
 
-def block_size(layer: QuantizedLinear) -> list[int]:
-    """The layer's ``weight_block_size`` [block_n, block_k], as SGLang's Fp8Config holds
-    it; its activation groups must be 1 x block_k."""
-    block_n, block_k = layer.weight.spec.block
-    act = layer.scheme.activation
-    if block_n is None or block_k is None or act is None or act.block != (1, block_k):
-        raise ValueError(f"not a block-FP8 layer: weight {layer.weight.spec.granularity}")
-    return [block_n, block_k]
-
-
 def quantize_activation(
     x: torch.Tensor, platform: PlatformInfo, group: int = FP8_BLOCK
 ) -> tuple[torch.Tensor, Any]:
@@ -194,7 +184,7 @@ def run_block_fp8(
     model dtype ``out_dtype``; leading dimensions flattened and restored as it does."""
     platform = detect_platform()
     output_shape = [*x.shape[:-1], layer.weight.codes.shape[0]]
-    block = block_size(layer)
+    block = layer.weight_block_size()
     q_input, x_scale = quantize_activation(x.reshape(-1, x.shape[-1]), platform, block[1])
     if tile is not None:  # BLOCK_K is block_k on ROCm (module doc)
         tile = (tile[0], tile[1], block[1])
@@ -287,7 +277,7 @@ class SglangTritonBlockFp8Path(LinearPathBase):
         act = layer.scheme.activation
         if act is None:
             raise ValueError(f"{self.name}: {layer.scheme.name} has no activation quantization")
-        q_input, x_scale = quantize_activation(x, detect_platform(), block_size(layer)[1])
+        q_input, x_scale = quantize_activation(x, detect_platform(), layer.weight_block_size()[1])
         return QuantizedOperands(
             QuantizedTensor(q_input.view(torch.uint8), x_scale.float(), act), layer.weight
         )

@@ -311,16 +311,6 @@ def _block_weight_scales(layer: QuantizedLinear) -> torch.Tensor:
     return _upcast_e8m0_to_fp32(codes.view(torch.float8_e8m0fnu)).float().contiguous()
 
 
-def weight_block_size(layer: QuantizedLinear) -> list[int]:
-    """The layer's ``weight_block_size`` [block_n, block_k], as vLLM's Fp8Config holds it
-    and hands the block kernel; its activation groups must be 1 x block_k."""
-    block_n, block_k = layer.weight.spec.block
-    act = layer.scheme.activation
-    if block_n is None or block_k is None or act is None or act.block != (1, block_k):
-        raise ValueError(f"not a block-FP8 layer: weight {layer.weight.spec.granularity}")
-    return [block_n, block_k]
-
-
 def run_block_fp8(
     layer: QuantizedLinear,
     x: torch.Tensor,
@@ -344,7 +334,7 @@ def run_block_fp8(
     w_s = _block_weight_scales(layer)
     with block_config(config):
         out = fp8_utils.w8a8_triton_block_scaled_mm(
-            x_q, w, x_s, w_s, weight_block_size(layer), out_dtype
+            x_q, w, x_s, w_s, layer.weight_block_size(), out_dtype
         )
     if layer.bias is not None:
         out = out + layer.bias.to(out_dtype)
