@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from harness.core.formats import Specials, get_format
+from harness.core.formats import get_format
 from harness.core.scale_formats import E8M0, FP32
 from harness.errors import QHarnessError
 
@@ -157,7 +157,7 @@ def drop_negative_zero_codes(codes: torch.Tensor, spec: QuantSpec) -> torch.Tens
     """``codes`` with every -0 code made +0 where a convention in effect says so (formats
     whose -0 code is NaN, the FNUZ ones, have no -0 to drop)."""
     fmt = get_format(spec.format)
-    if fmt.specials is Specials.FNUZ or not any(c.positive_zero_codes for c in _active(spec)):
+    if not fmt.has_negative_zero or not any(c.positive_zero_codes for c in _active(spec)):
         return codes
     return torch.where(codes == fmt.sign_bit, torch.zeros_like(codes), codes)
 

@@ -65,6 +65,12 @@ class ElementFormat:
         return 1 << (self.exp_bits + self.mant_bits)
 
     @property
+    def has_negative_zero(self) -> bool:
+        """Whether the sign bit with a zero magnitude is -0 (every format here but the FNUZ
+        ones, where that code is NaN)."""
+        return self.specials is not Specials.FNUZ
+
+    @property
     def max_finite(self) -> float:
         return float(_tables(self).magnitudes[-1])
 

@@ -173,9 +173,10 @@ def code_mismatches(a: torch.Tensor, b: torch.Tensor, fmt_name: str) -> int:
     a format where it is not a zero (e4m3fnuz: NaN) still counts.
     """
     differ = a != b
-    sign_bit = get_format(fmt_name).sign_bit
-    if float(decode(torch.tensor([sign_bit], dtype=torch.uint8), fmt_name)) == 0:
-        differ &= ~(((a == 0) | (a == sign_bit)) & ((b == 0) | (b == sign_bit)))
+    fmt = get_format(fmt_name)
+    if fmt.has_negative_zero:
+        zero = ((a == 0) | (a == fmt.sign_bit)) & ((b == 0) | (b == fmt.sign_bit))
+        differ &= ~zero
     return int(differ.sum())
 
 

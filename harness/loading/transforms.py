@@ -242,7 +242,7 @@ def requantize_with_max_scale(state: LoadState) -> LoadState:
 
 def _positive_zeros(codes: torch.Tensor, fmt: str) -> torch.Tensor:
     """-0 codes (0x80 where it means -0) replaced by +0 (0x00); other codes unchanged."""
-    if float(decode(torch.tensor([NEGATIVE_ZERO_CODE], dtype=torch.uint8), fmt)) != 0:
+    if not get_format(fmt).has_negative_zero:
         return codes  # 0x80 is not a zero in this format (e4m3fnuz: NaN, never produced)
     return torch.where(codes == NEGATIVE_ZERO_CODE, 0, codes).to(torch.uint8)
 
